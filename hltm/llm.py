@@ -7,8 +7,8 @@ Two backends sit behind it:
 * `OpenAIBackend` — the real `openai` SDK against any OpenAI-compatible endpoint, with JSON-schema
   structured output (`chat.completions.parse`), the SDK's retries for 429/5xx/timeouts, and our own
   retries for answers that are cut off (`finish_reason=length`) or do not fit the schema.
-* `DeterministicBackend` — the offline default: rule-based handlers, one per task, that compute
-  the same kind of answer from the same payload with no model at all.
+* `DeterministicBackend` — the offline default: each task's own rule-based handler computes the
+  same kind of answer from the same payload with no model at all.
 
 Calls and tokens are counted here, on the rendered prompt and the answer, with o200k_base, so
 the figures are what a real model would be sent whichever backend answered.
@@ -22,7 +22,6 @@ import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -50,13 +49,19 @@ class LLMError(RuntimeError):
         self.reason = reason
 
 
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Task(Generic[OutputT]):
+    """A versioned prompt, the schema its answer must fit, and its offline rule-based handler."""
+
     name: str
     version: str
     system: str
     user: str
     output_model: type[OutputT]
+    offline: Handler
 
     @property
     def schema_name(self) -> str:
@@ -74,10 +79,10 @@ class Task(Generic[OutputT]):
 _TASKS: dict[str, Task[Any]] = {}
 
 
-def load_task(name: str, output_model: type[OutputT]) -> Task[OutputT]:
+def load_task(name: str, output_model: type[OutputT], offline: Handler) -> Task[OutputT]:
     """Load `prompts/<name>.toml` (keys: version, system, user) and register it."""
     spec = tomllib.loads((PROMPTS_DIR / f"{name}.toml").read_text(encoding="utf-8"))
-    task = Task(name, str(spec["version"]), spec["system"], spec["user"], output_model)
+    task = Task(name, str(spec["version"]), spec["system"], spec["user"], output_model, offline)
     _TASKS[task.schema_name] = task
     return task
 
@@ -128,34 +133,13 @@ class Backend(Protocol):
         ...
 
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-@cache
-def offline_handlers() -> dict[str, Handler]:
-    """Task name → rule-based handler. Domain modules own their handlers."""
-    handlers: dict[str, Handler] = {}
-    from hltm.judge import offline as judge_offline
-    from hltm.memory import offline as memory_offline
-
-    handlers.update(memory_offline.HANDLERS)
-    handlers.update(judge_offline.HANDLERS)
-    return handlers
-
-
 class DeterministicBackend:
     """The offline default: answers every task by rules, no model, same input → same bytes."""
 
     name = OFFLINE_BACKEND
 
-    def answer(self, task_name: str, payload: dict[str, Any]) -> dict[str, Any]:
-        handler = offline_handlers().get(task_name)
-        if handler is None:
-            raise LLMError(task_name, "", "the offline backend has no handler for this task")
-        return handler(payload)
-
     def complete(self, task: Task[Any], messages: list[dict[str, str]], model: str) -> str:
-        answer = self.answer(task.name, payload_from_messages(messages))
+        answer = task.offline(payload_from_messages(messages))
         return json.dumps(answer, ensure_ascii=False, sort_keys=True)
 
 
