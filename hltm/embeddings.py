@@ -98,6 +98,11 @@ def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
+# Vectors already computed in this process, shared by every CachedEmbedder (same model + same
+# text → same vector), so tests and CLI commands that open fresh caches do not re-embed.
+_PROCESS_MEMO: dict[tuple[str, str], np.ndarray] = {}
+
+
 class CachedEmbedder:
     """Wraps an embedder with a persistent (model, text hash) → vector cache in DuckDB."""
 
@@ -107,45 +112,52 @@ class CachedEmbedder:
         self.dim = inner.dim
         self.cache_db = Path(cache_db)
         self.stats = EmbeddingStats()
-        self._memo: dict[str, np.ndarray] = {}
+        self._known: set[str] = set()  # hashes present in this cache file
         with connect(self.cache_db) as con:
             con.execute(
                 "CREATE TABLE IF NOT EXISTS embedding_cache ("
                 " model VARCHAR, text_hash VARCHAR, vector FLOAT[], PRIMARY KEY (model, text_hash))"
             )
 
+    def _load(self, hashes: list[str]) -> None:
+        with connect(self.cache_db) as con:
+            con.execute("CREATE TEMP TABLE wanted (text_hash VARCHAR)")
+            con.executemany("INSERT INTO wanted VALUES (?)", [[h] for h in hashes])
+            rows = con.execute(
+                "SELECT c.text_hash, c.vector FROM embedding_cache c JOIN wanted w"
+                " USING (text_hash) WHERE c.model = ?",
+                [self.model_name],
+            ).fetchall()
+        for h, vector in rows:
+            self._known.add(h)
+            _PROCESS_MEMO.setdefault((self.model_name, h), np.asarray(vector, dtype=np.float32))
+
     def passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
-        missing = sorted({h for h in hashes if h not in self._memo})
-        if missing:
-            with connect(self.cache_db) as con:
-                con.execute("CREATE TEMP TABLE wanted (text_hash VARCHAR)")
-                con.executemany("INSERT INTO wanted VALUES (?)", [[h] for h in missing])
-                rows = con.execute(
-                    "SELECT c.text_hash, c.vector FROM embedding_cache c JOIN wanted w"
-                    " USING (text_hash) WHERE c.model = ?",
-                    [self.model_name],
-                ).fetchall()
-            for h, vector in rows:
-                self._memo[h] = np.asarray(vector, dtype=np.float32)
-        by_hash = dict(zip(hashes, texts, strict=True))
-        to_embed = [h for h in dict.fromkeys(hashes) if h not in self._memo]
+        unique = list(dict.fromkeys(hashes))
+        unknown = [h for h in unique if h not in self._known]
+        if unknown:
+            self._load(unknown)
+        memo_key = self.model_name
+        to_embed = [h for h in unique if (memo_key, h) not in _PROCESS_MEMO]
         self.stats.cache_hits += len(texts) - len(to_embed)
         if to_embed:
+            by_hash = dict(zip(hashes, texts, strict=True))
             vectors = self.inner.passages([by_hash[h] for h in to_embed])
             self.stats.calls += len(to_embed)
+            for h, v in zip(to_embed, vectors, strict=True):
+                _PROCESS_MEMO[(memo_key, h)] = v
+        to_store = [h for h in unique if h not in self._known]
+        if to_store:
             with connect(self.cache_db) as con:
                 con.executemany(
                     "INSERT OR IGNORE INTO embedding_cache VALUES (?, ?, ?)",
-                    [
-                        [self.model_name, h, v.tolist()]
-                        for h, v in zip(to_embed, vectors, strict=True)
-                    ],
+                    [[memo_key, h, _PROCESS_MEMO[(memo_key, h)].tolist()] for h in to_store],
                 )
-            self._memo.update(zip(to_embed, vectors, strict=True))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._memo[h] for h in hashes])
+            self._known.update(to_store)
+        return np.stack([_PROCESS_MEMO[(memo_key, h)] for h in hashes])
 
     def query(self, text: str) -> np.ndarray:
         self.stats.queries += 1

@@ -1,0 +1,31 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+VENV ?= .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export HLTM_DATA_DIR ?= $(CURDIR)/data
+
+.PHONY: setup demo test lint ui bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	@mkdir -p $(DAGSTER_HOME)
+	@touch $@
+
+demo: setup  ## sample world → sources → memory tree → cited answer → ranked vacancy
+	$(BIN)/hltm demo
+
+test: setup  ## lint, validate the code location, run the test suite
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/dagster definitions validate -m definitions
+	$(BIN)/python -m pytest
+
+ui: setup  ## the Dagster UI on http://127.0.0.1:3000 (persistent instance in $(DAGSTER_HOME))
+	$(BIN)/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf data .dagster_home
