@@ -83,12 +83,21 @@ def load_task(name: str, output_model: type[OutputT], offline: Handler) -> Task[
     """Load `prompts/<name>.toml` (keys: version, system, user) and register it."""
     spec = tomllib.loads((PROMPTS_DIR / f"{name}.toml").read_text(encoding="utf-8"))
     task = Task(name, str(spec["version"]), spec["system"], spec["user"], output_model, offline)
+    return register_task(task)
+
+
+def register_task(task: Task[OutputT]) -> Task[OutputT]:
+    """Make `task` findable by its schema name (how the local protocol server finds it)."""
     _TASKS[task.schema_name] = task
     return task
 
 
 def task_for_schema(schema_name: str) -> Task[Any] | None:
     return _TASKS.get(schema_name)
+
+
+def registered_schemas() -> list[str]:
+    return sorted(_TASKS)
 
 
 def payload_from_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,7 +157,9 @@ class OpenAIBackend:
 
     name = OPENAI_BACKEND
 
-    def __init__(self, settings: Settings, answer_attempts: int = 3) -> None:
+    def __init__(
+        self, settings: Settings, answer_attempts: int = 3, answer_backoff_s: float = 0.5
+    ) -> None:
         import openai
 
         self._openai = openai
@@ -160,6 +171,8 @@ class OpenAIBackend:
         )
         self._reasoning_effort = settings.reasoning_effort
         self._answer_attempts = answer_attempts
+        # Pause before re-asking for an unusable answer: backoff * 2**attempt, capped at 8 s.
+        self.answer_backoff_s = answer_backoff_s
 
     def complete(self, task: Task[Any], messages: list[dict[str, str]], model: str) -> str:
         openai = self._openai
@@ -169,7 +182,7 @@ class OpenAIBackend:
         problem = ""
         for attempt in range(self._answer_attempts):
             if attempt:
-                time.sleep(min(0.5 * 2**attempt, 8.0))
+                time.sleep(min(self.answer_backoff_s * 2**attempt, 8.0))
             try:
                 response = self._client.chat.completions.parse(
                     model=model, messages=messages, response_format=task.output_model, **extra
@@ -177,14 +190,19 @@ class OpenAIBackend:
             except openai.LengthFinishReasonError:
                 problem = "the answer was cut off (finish_reason=length)"
                 continue
+            except openai.ContentFilterFinishReasonError:
+                problem = "the answer was withheld by the content filter"
+                continue
             except (ValidationError, json.JSONDecodeError) as err:
-                problem = f"the answer is not valid JSON for {task.schema_name}: {_short(err)}"
+                problem = f"the answer does not fit {task.schema_name}: {_short(err)}"
                 continue
             except openai.APITimeoutError:
                 raise LLMError(task.name, "", "timed out after the client's retries") from None
             except openai.APIStatusError as err:
                 raise LLMError(
-                    task.name, "", f"HTTP {err.status_code} after the client's retries"
+                    task.name,
+                    "",
+                    f"HTTP {err.status_code} after the client's retries: {_status_detail(err)}",
                 ) from None
             except openai.APIConnectionError as err:
                 raise LLMError(task.name, "", f"cannot reach the endpoint: {err}") from None
@@ -195,12 +213,28 @@ class OpenAIBackend:
             if message.parsed is None:
                 problem = "the answer had no parsable content"
                 continue
-            return message.parsed.model_dump_json()
+            # The text the model sent (it parsed): completion tokens are then counted on what
+            # the model really produced, not on a re-serialisation of it.
+            return message.content or message.parsed.model_dump_json()
         raise LLMError(task.name, "", f"{problem} ({self._answer_attempts} attempts)")
 
 
 def _short(err: Exception) -> str:
+    if isinstance(err, ValidationError) and err.errors():
+        # The first line ("1 validation error for X") says nothing; name the first problem.
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "(root)"
+        text = f"{err.error_count()} error(s), first {first['type']} at {where}: {first['msg']}"
+        return text[:200]
     return str(err).splitlines()[0][:200]
+
+
+def _status_detail(err: Any) -> str:
+    """The server's own error message (`{"error": {"message": ...}}`) when it sent one."""
+    body = getattr(err, "body", None)
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"]).splitlines()[0][:300]
+    return _short(err)
 
 
 @dataclass
