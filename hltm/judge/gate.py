@@ -1,0 +1,64 @@
+"""Ship gate for a judge configuration: enough mandatory-requirement quotes must survive.
+
+Why: a configuration can win on precision and still quote from memory. The low-reasoning
+variant halved latency and cost at equal precision but only 86.8% of mandatory quotes
+survived validation, so it was rejected. Rule: at least 90% of the quotes given on mandatory
+requirements must survive (exact or repaired); exactly 90% passes. Compared with exact
+fractions so 9/10 is never lost to floating point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = ["GATE_MIN_SURVIVAL", "GateDecision", "gate_decision", "gate_from_counts"]
+
+GATE_MIN_SURVIVAL = 0.90
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    passed: bool
+    rate: float
+    reason: str
+
+
+def gate_decision(
+    mandatory_quotes: int,
+    survived: int,
+    min_survival: float = GATE_MIN_SURVIVAL,
+) -> GateDecision:
+    """Decide whether a configuration may ship given its mandatory-quote survival.
+
+    ``mandatory_quotes`` counts quotes the judge *gave* on mandatory requirements, ``survived``
+    how many of them validation kept. With no mandatory quotes at all the rate is 1.0 by
+    definition (see ``quotes.survival_rate``) but the gate *fails*: a run without evidence
+    cannot show that the configuration quotes honestly, and a judge that never quotes must
+    not slip through.
+    """
+    if mandatory_quotes < 0 or survived < 0 or survived > mandatory_quotes:
+        raise ValueError(f"invalid counts: survived={survived}, quotes={mandatory_quotes}")
+    threshold = Fraction(str(min_survival))
+    if mandatory_quotes == 0:
+        return GateDecision(False, 1.0, "no quotes on mandatory requirements to measure")
+    rate = Fraction(survived, mandatory_quotes)
+    passed = rate >= threshold
+    verdict = "passes" if passed else "blocked"
+    reason = (
+        f"{verdict}: {survived}/{mandatory_quotes} mandatory quotes survived "
+        f"({float(rate):.1%}, minimum {float(threshold):.0%})"
+    )
+    return GateDecision(passed, float(rate), reason)
+
+
+def gate_from_counts(
+    counts: Mapping[str, int], min_survival: float = GATE_MIN_SURVIVAL
+) -> GateDecision:
+    """Gate on the counters produced by ``quotes.apply_validation`` / ``quotes.sum_counts``."""
+    return gate_decision(
+        int(counts.get("mandatory_quotes", 0)),
+        int(counts.get("mandatory_survived", 0)),
+        min_survival,
+    )
