@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[dev]"
-	@mkdir -p $(DAGSTER_HOME)
+	@$(BIN)/hltm dagster-home >/dev/null
 	@touch $@
 
 demo: setup  ## sample world → sources → memory tree → cited answer → ranked vacancy
@@ -25,6 +25,7 @@ test: setup  ## lint, validate the code location, run the test suite
 	$(BIN)/python -m pytest
 
 ui: setup  ## the Dagster UI on http://127.0.0.1:3000 (persistent instance in $(DAGSTER_HOME))
+	@$(BIN)/hltm dagster-home >/dev/null
 	$(BIN)/dagster dev -w workspace.yaml
 
 clean:

