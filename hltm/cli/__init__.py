@@ -48,9 +48,9 @@ def dagster_home_command() -> None:
 
 
 def _register() -> None:
-    from hltm.cli import demo, sources
+    from hltm.cli import demo, query, sources
 
-    for module in (sources, demo):
+    for module in (sources, demo, query):
         for command in module.COMMANDS:
             main.add_command(command)
 

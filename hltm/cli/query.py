@@ -1,0 +1,208 @@
+"""`hltm ask`, `hltm serve`, `hltm token …`, `hltm eval memory`, `hltm queries`: the query path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from hltm.cli import fail, settings
+
+_LEVELS = ("contract", "seat", "project")
+
+
+def _identity(contract: str | None, seat: str | None, project: str | None):  # type: ignore[no-untyped-def]
+    from hltm.query.scope import Identity
+
+    given = [(lvl, v) for lvl, v in zip(_LEVELS, (contract, seat, project), strict=True) if v]
+    if len(given) != 1:
+        fail("give exactly one of --contract, --seat, --project")
+    level, value = given[0]
+    return Identity(level, value)
+
+
+def _identity_options(fn):  # type: ignore[no-untyped-def]
+    fn = click.option("--project", help="Ask as this project (its memory only).")(fn)
+    fn = click.option("--seat", help="Ask as this seat (recruiter): the seat and its projects.")(fn)
+    fn = click.option("--contract", help="Ask as this contract: the whole organisation.")(fn)
+    return fn
+
+
+@click.command()
+@_identity_options
+@click.argument("question")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--context", "with_context", is_flag=True, help="Include the retrieved context.")
+@click.option("--k-facet", type=int, default=None, help="Nodes the facet retriever returns.")
+@click.option("--k-qa", type=int, default=None, help="Nodes the QA retriever returns.")
+@click.option("--k-summary", type=int, default=None, help="Nodes the summary retriever returns.")
+def ask(
+    contract: str | None,
+    seat: str | None,
+    project: str | None,
+    question: str,
+    as_json: bool,
+    with_context: bool,
+    k_facet: int | None,
+    k_qa: int | None,
+    k_summary: int | None,
+) -> None:
+    """Answer QUESTION from the memory the given identity may read, with citations."""
+    from dataclasses import replace
+
+    from hltm.llm import LLMError
+    from hltm.query.demo import format_result
+    from hltm.query.engine import QueryEngine
+    from hltm.query.scope import ScopeError
+
+    identity = _identity(contract, seat, project)
+    engine = QueryEngine(settings())
+    overrides = {
+        k: v
+        for k, v in (("k_facet", k_facet), ("k_qa", k_qa), ("k_summary", k_summary))
+        if v is not None
+    }
+    config = replace(engine.config, **overrides)
+    try:
+        result = engine.ask(identity, question, config=config, channel="cli")
+    except (ScopeError, LLMError, ValueError) as err:
+        fail(str(err))
+        return
+    if as_json:
+        click.echo(
+            json.dumps(result.as_dict(with_context=with_context), ensure_ascii=False, indent=2)
+        )
+    else:
+        click.echo(format_result(result))
+        if with_context:
+            click.echo(json.dumps(result.context, ensure_ascii=False, indent=2))
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, type=int)
+def serve(host: str, port: int) -> None:
+    """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
+    from hltm.query.engine import QueryEngine
+    from hltm.query.http import serve as run
+
+    click.echo(f"query endpoint on http://{host}:{port}/v1/ask (Ctrl-C to stop)")
+    run(QueryEngine(settings()), host=host, port=port)
+
+
+@click.group()
+def token() -> None:
+    """Bearer tokens of the HTTP endpoint, each mapped to one contract, seat or project."""
+
+
+@token.command("create")
+@_identity_options
+@click.option("--label", default="", help="A note on who holds the token.")
+def token_create(contract: str | None, seat: str | None, project: str | None, label: str) -> None:
+    """Create a token; it is printed once and only its hash is stored."""
+    from hltm.query.access import create_token, identity_exists
+
+    identity = _identity(contract, seat, project)
+    cfg = settings()
+    if not identity_exists(identity, cfg.derived_db, cfg.sources_db):
+        fail(f"{identity} is not a known {identity.level} (ingest sources / build memory first)")
+    token_id, secret = create_token(cfg.derived_db, identity, label)
+    click.echo(f"token {token_id} for {identity}:\n{secret}\n(store it now: it is not shown again)")
+
+
+@token.command("list")
+def token_list() -> None:
+    """List tokens (ids and identities, never the tokens themselves)."""
+    from hltm.query.access import list_tokens
+
+    rows = list_tokens(settings().derived_db)
+    if not rows:
+        click.echo("no tokens")
+    for info in rows:
+        state = "active" if info.active else f"revoked {info.revoked_at:%Y-%m-%d %H:%M}"
+        click.echo(f"{info.token_id}  {info.identity!s:<28} {state:<24} {info.label}")
+
+
+@token.command("revoke")
+@click.argument("token_id")
+def token_revoke(token_id: str) -> None:
+    """Revoke a token by its id (from `hltm token list`)."""
+    from hltm.query.access import revoke_token
+
+    if not revoke_token(settings().derived_db, token_id):
+        fail(f"no active token {token_id}")
+    click.echo(f"revoked {token_id}")
+
+
+@click.group(name="eval")
+def eval_group() -> None:
+    """Evaluations."""
+
+
+@eval_group.command("memory")
+@click.option(
+    "--world",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Directory with ground_truth.json (default: $HLTM_DATA_DIR/world).",
+)
+@click.option("--limit", type=int, default=None, help="At most N questions of each kind.")
+@click.option("--leakage/--no-leakage", default=True, show_default=True)
+@click.option("--judge/--no-judge", default=None, help="LLM-as-judge (default: if LLM is real).")
+@click.option("--system", "systems", multiple=True, help="Only these systems (repeatable).")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the figures and per-question results as JSON.",
+)
+def eval_memory(
+    world: Path | None,
+    limit: int | None,
+    leakage: bool,
+    judge: bool | None,
+    systems: tuple[str, ...],
+    json_path: Path | None,
+) -> None:
+    """HLTM vs baselines and ablations on the sample world's ground truth, plus leakage."""
+    from hltm.query.evaluation import ALL_SYSTEMS, evaluate
+
+    cfg = settings()
+    world = world or cfg.data_dir / "world"
+    try:
+        report = evaluate(
+            cfg,
+            world,
+            systems=systems or ALL_SYSTEMS,
+            judge=judge,
+            leakage=leakage,
+            limit=limit,
+            progress=lambda name: click.echo(f"  … {name}", err=True),
+        )
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
+        return
+    click.echo(report.table())
+    if json_path:
+        data = report.metadata() | {"per_question": {r.name: r.per_question for r in report.rows}}
+        json_path.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str))
+        click.echo(f"\nwrote {json_path}")
+
+
+@click.command()
+@click.option("--limit", default=20, show_default=True)
+def queries(limit: int) -> None:
+    """The newest entries of the query log with their cost."""
+    from hltm.query.log import read_query_log
+
+    for row in read_query_log(settings().derived_db, limit=limit):
+        click.echo(
+            f"{row['asked_at']:%Y-%m-%d %H:%M:%S} {row['identity_level']}:{row['identity_id']:<14}"
+            f" {row['llm_calls']} calls {row['prompt_tokens'] + row['completion_tokens']:>6} tok"
+            f" {row['total_ms']:7.1f} ms  {row['question'][:60]!r} → {row['answer'][:60]!r}"
+        )
+
+
+COMMANDS = [ask, serve, token, eval_group, queries]

@@ -1,0 +1,134 @@
+"""Bearer tokens for the HTTP endpoint: each token maps to exactly one identity.
+
+Table `api_tokens` in `settings.derived_db`. Only the SHA-256 of a token is stored; the token
+itself (`hltm_<43 url-safe chars>`) is shown once, when created. A token's identity is the widest
+scope its holder can ever read: a request may narrow it (a seat token asking about one of its
+projects) but never widen it. Tokens are created, listed and revoked with `hltm token …`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hltm.query.scope import MEMORY_TABLE, Identity
+from hltm.warehouse import connect, table_exists
+
+TOKENS_TABLE = "api_tokens"
+TOKEN_PREFIX = "hltm_"
+_SOURCE_TABLE = {"contract": "contracts", "seat": "seats", "project": "projects"}
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    token_id: str
+    identity: Identity
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _ensure(con) -> None:  # type: ignore[no-untyped-def]
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {TOKENS_TABLE} (token_id VARCHAR PRIMARY KEY,"
+        " token_hash VARCHAR NOT NULL UNIQUE, identity_level VARCHAR NOT NULL,"
+        " identity_id VARCHAR NOT NULL, label VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,"
+        " revoked_at TIMESTAMP)"
+    )
+
+
+def identity_exists(
+    identity: Identity, derived_db: Path | str, sources_db: Path | str | None = None
+) -> bool:
+    """Whether the id names a real contract / seat / project (in the memory or the sources)."""
+    column = f"{identity.level}_id"
+    with connect(derived_db) as con:
+        if table_exists(con, MEMORY_TABLE):
+            row = con.execute(
+                f"SELECT 1 FROM {MEMORY_TABLE} WHERE node_id = ? LIMIT 1", [identity.node_id]
+            ).fetchone()
+            if row:
+                return True
+    if sources_db is not None and Path(sources_db).exists():
+        table = _SOURCE_TABLE[identity.level]
+        with connect(sources_db) as con:
+            if table_exists(con, table):
+                row = con.execute(
+                    f"SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1", [identity.id]
+                ).fetchone()
+                return bool(row)
+    return False
+
+
+def create_token(db: Path | str, identity: Identity, label: str = "") -> tuple[str, str]:
+    """A new token for `identity`: returns (token id, the token — shown only now)."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    digest = _digest(token)
+    token_id = digest[:12]
+    with connect(db) as con:
+        _ensure(con)
+        con.execute(
+            f"INSERT INTO {TOKENS_TABLE} VALUES (?, ?, ?, ?, ?, ?, NULL)",
+            [
+                token_id,
+                digest,
+                identity.level,
+                identity.id,
+                label,
+                datetime.now(UTC).replace(tzinfo=None),
+            ],
+        )
+    return token_id, token
+
+
+def identity_for_token(db: Path | str, token: str | None) -> Identity | None:
+    """The identity of an active token, or None (unknown, revoked, malformed or missing)."""
+    if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    digest = _digest(token)
+    with connect(db) as con:
+        if not table_exists(con, TOKENS_TABLE):
+            return None
+        row = con.execute(
+            f"SELECT token_hash, identity_level, identity_id FROM {TOKENS_TABLE}"
+            " WHERE token_id = ? AND revoked_at IS NULL",
+            [digest[:12]],
+        ).fetchone()
+    if not row or not hmac.compare_digest(row[0], digest):
+        return None
+    return Identity(row[1], row[2])
+
+
+def list_tokens(db: Path | str) -> list[TokenInfo]:
+    with connect(db) as con:
+        if not table_exists(con, TOKENS_TABLE):
+            return []
+        rows = con.execute(
+            f"SELECT token_id, identity_level, identity_id, label, created_at, revoked_at"
+            f" FROM {TOKENS_TABLE} ORDER BY created_at, token_id"
+        ).fetchall()
+    return [TokenInfo(r[0], Identity(r[1], r[2]), r[3], r[4], r[5]) for r in rows]
+
+
+def revoke_token(db: Path | str, token_id: str) -> bool:
+    with connect(db) as con:
+        if not table_exists(con, TOKENS_TABLE):
+            return False
+        row = con.execute(
+            f"UPDATE {TOKENS_TABLE} SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL"
+            " RETURNING token_id",
+            [datetime.now(UTC).replace(tzinfo=None), token_id],
+        ).fetchone()
+    return row is not None

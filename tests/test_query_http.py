@@ -1,0 +1,152 @@
+"""The HTTP endpoint: identity from a bearer token only, 401 for missing/unknown/revoked tokens,
+403 for any attempt to widen, narrowing inside the token's subtree allowed; and the same endpoint
+on a real uvicorn over loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from hltm.query.access import create_token, identity_for_token, list_tokens, revoke_token
+from hltm.query.engine import QueryEngine
+from hltm.query.http import create_app
+from hltm.query.scope import Identity
+from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def client(engine: QueryEngine) -> Iterator[TestClient]:  # noqa: F811
+    with TestClient(create_app(engine)) as test_client:
+        yield test_client
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_tokens_are_stored_hashed_and_can_be_revoked(built_world: BuiltWorld) -> None:  # noqa: F811
+    db = built_world.settings.derived_db
+    seat = built_world.seats()[0]
+    token_id, token = create_token(db, Identity("seat", seat), "agent")
+    assert identity_for_token(db, token) == Identity("seat", seat)
+    assert identity_for_token(db, token + "x") is None
+    assert identity_for_token(db, "hltm_" + "A" * 43) is None
+    from hltm.warehouse import connect
+
+    with connect(db) as con:
+        stored = con.execute("SELECT * FROM api_tokens").fetchall()
+    assert token not in repr(stored)
+    assert any(t.token_id == token_id and t.active for t in list_tokens(db))
+    assert revoke_token(db, token_id) and not revoke_token(db, token_id)
+    assert identity_for_token(db, token) is None
+
+
+def test_missing_or_unknown_token_is_refused(client: TestClient) -> None:
+    body = {"question": "Where do I usually hire?"}
+    missing = client.post("/v1/ask", json=body)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    for header in (
+        {"Authorization": "Bearer hltm_nope"},
+        {"Authorization": "Basic abc"},
+        {"Authorization": "Bearer "},
+    ):
+        assert client.post("/v1/ask", json=body, headers=header).status_code == 401
+    assert client.get("/v1/whoami").status_code == 401
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_a_token_answers_inside_its_scope_and_never_widens(
+    client: TestClient,
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    db = built_world.settings.derived_db
+    seat, other_seat = built_world.seats()[0], built_world.seats()[1]
+    own = [p for p in built_world.projects() if built_world.project(p)["seat_id"] == seat]
+    foreign = [p for p in built_world.projects() if built_world.project(p)["seat_id"] != seat]
+    _, token = create_token(db, Identity("seat", seat))
+
+    who = client.get("/v1/whoami", headers=_auth(token)).json()
+    assert who["identity"] == f"seat:{seat}" and who["has_memory"]
+
+    response = client.post(
+        "/v1/ask",
+        json={"question": "Where do I usually hire?", "context": True},
+        headers=_auth(token),
+    )
+    assert response.status_code == 200
+    data = response.json()
+    assert data["identity"] == f"seat:{seat}" and data["citations"]
+    nodes = {i["node_id"] for items in data["context"].values() for i in items}
+    allowed = {f"seat:{seat}"} | {f"project:{p}" for p in own}
+    assert nodes <= allowed and set(data["citations"]) <= allowed
+    assert data["cost"]["llm_calls"] == 2
+
+    narrowed = client.post(
+        "/v1/ask", json={"question": "What work mode?", "project": own[0]}, headers=_auth(token)
+    )
+    assert narrowed.status_code == 200
+    assert narrowed.json()["scope_root"] == f"project:{own[0]}"
+
+    for widen in (
+        {"project": foreign[0]},
+        {"seat": other_seat},
+        {"project": "nope"},
+        {"contract": built_world.contracts()[0]},
+    ):
+        refused = client.post(
+            "/v1/ask",
+            json={"question": "Where do I usually hire?", **widen},
+            headers=_auth(token),
+        )
+        assert refused.status_code == 403, widen
+        assert "outside" in refused.json()["error"]
+
+    _, project_token = create_token(db, Identity("project", own[0]))
+    up = client.post("/v1/ask", json={"question": "x?", "seat": seat}, headers=_auth(project_token))
+    assert up.status_code == 403
+    for bad in ({}, {"question": ""}, {"question": 3}, [1, 2]):
+        assert client.post("/v1/ask", json=bad, headers=_auth(token)).status_code == 400
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_real_uvicorn_on_loopback_refuses_unknown_tokens(
+    engine: QueryEngine,  # noqa: F811
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{port}"
+        body = {"question": "Where do I usually hire?"}
+        assert httpx.post(f"{base}/v1/ask", json=body).status_code == 401
+        bogus = {"Authorization": "Bearer hltm_unknown"}
+        assert httpx.post(f"{base}/v1/ask", json=body, headers=bogus).status_code == 401
+        _, token = create_token(
+            built_world.settings.derived_db, Identity("contract", built_world.contracts()[0])
+        )
+        ok = httpx.post(f"{base}/v1/ask", json=body, headers=_auth(token), timeout=60)
+        assert ok.status_code == 200 and ok.json()["citations"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

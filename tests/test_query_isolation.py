@@ -1,0 +1,254 @@
+"""Identity-scoped retrieval on a really built memory tree: the subtree is a hard filter at every
+level, foreign citations are dropped, the leakage test passes for HLTM and fails for unfiltered
+RAG, stale node versions are never read, and every query is logged with its cost."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hltm.llm import LLM, DeterministicBackend, Task
+from hltm.query.baselines import Baselines, RawCorpus
+from hltm.query.boundary import ScopedMemory, memory_collection
+from hltm.query.engine import QueryEngine
+from hltm.query.leakage import leakage_questions, run_leakage
+from hltm.query.log import read_query_log
+from hltm.query.scope import Identity, ScopeError, resolve_scope
+from hltm.warehouse import connect
+from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+
+QUESTIONS = (
+    "Where do I usually hire?",
+    "Which projects are for a solution architect?",
+    "What salary is offered for the Senior Solutions Architect (Mobile App) role?",
+    "Which roles does our organisation usually hire for?",
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(built_world: BuiltWorld) -> RawCorpus:  # noqa: F811
+    return RawCorpus.load(built_world.settings.sources_db)
+
+
+def _identities(world: BuiltWorld) -> list[Identity]:
+    return (
+        [Identity("contract", c) for c in world.contracts()]
+        + [Identity("seat", s) for s in world.seats()]
+        + [Identity("project", p) for p in world.projects()]
+    )
+
+
+def _entities(result: Any) -> set[str]:
+    ids = set(result.citations) | set(result.context_ids)
+    for group in result.retrieved.values():
+        ids |= set(group)
+    return ids
+
+
+def test_every_identity_reads_only_its_own_subtree(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    corpus: RawCorpus,
+) -> None:
+    for identity in _identities(built_world):
+        for question in QUESTIONS[:2] if identity.level == "project" else QUESTIONS:
+            result = engine.ask(identity, question, log=False)
+            seen = _entities(result)
+            assert seen, f"{identity} got nothing for {question!r}"
+            foreign = [n for n in seen if not corpus.node_in_scope(identity, n)]
+            assert not foreign, f"{identity} saw {foreign} for {question!r}"
+            assert result.cost.llm_calls <= 2
+
+
+def test_a_project_identity_never_sees_a_sibling_project(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    pid = built_world.projects()[0]
+    seat = built_world.project(pid)["seat_id"]
+    siblings = [
+        p for p in built_world.projects() if p != pid and built_world.project(p)["seat_id"] == seat
+    ]
+    assert siblings
+    for sibling in siblings:
+        title = built_world.project(sibling)["title"]
+        for question in (
+            f"Which projects are hiring a {title}?",
+            f"What salary is offered for the {title} role?",
+        ):
+            result = engine.ask(Identity("project", pid), question, log=False)
+            assert _entities(result) == {f"project:{pid}"}, question
+
+
+def test_the_boundary_reads_nothing_outside_the_scope(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    corpus: RawCorpus,
+) -> None:
+    settings = built_world.settings
+    seat = built_world.seats()[0]
+    others = [
+        f"project:{p}" for p in built_world.projects() if built_world.project(p)["seat_id"] != seat
+    ]
+    with connect(settings.derived_db) as con:
+        scope = resolve_scope(con, Identity("seat", seat))
+        memory = ScopedMemory(scope, con, engine.vectors)
+        # Fetch by id: foreign ids (a planted citation, a guessed id) read as absent.
+        assert memory.nodes(others + [f"contract:{scope.contract_id}"]) == {}
+        assert memory.versions(others) == {}
+        own = memory.nodes([f"seat:{seat}"])
+        assert list(own) == [f"seat:{seat}"]
+        # Search: every hit of every kind lies in the subtree (the check raises otherwise).
+        vector = engine.embed(["location: Berlin"])
+        for kind in ("facet", "qa", "summary"):
+            (hits,) = memory.search(kind, vector, 500)
+            assert hits and all(
+                corpus.node_in_scope(Identity("seat", seat), h.node_id) for h in hits
+            )
+        # The second wall: only the seat's own contract collection is ever opened.
+        assert memory._collection is not None
+        assert memory._collection.name == memory_collection(str(scope.contract_id))
+
+
+class PlantingBackend(DeterministicBackend):
+    """The offline backend, except that answers cite extra ids the context never held."""
+
+    def __init__(self, planted: list[str]) -> None:
+        self.planted = planted
+
+    def complete(self, task: Task[Any], messages: list[dict[str, str]], model: str) -> str:
+        raw = super().complete(task, messages, model)
+        if task.name != "answer":
+            return raw
+        data = json.loads(raw)
+        data["citation"] = data["citation"] + self.planted
+        return json.dumps(data)
+
+
+def test_a_planted_foreign_citation_is_dropped_and_counted(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    seat = built_world.seats()[0]
+    foreign_seat = built_world.seats()[-1]
+    foreign_project = next(
+        p for p in built_world.projects() if built_world.project(p)["seat_id"] != seat
+    )
+    planted = [f"project:{foreign_project}", f"seat:{foreign_seat}", "project:does-not-exist"]
+    planting = QueryEngine(
+        built_world.settings,
+        llm=LLM(backend=PlantingBackend(planted), model="planting"),
+        embedder=engine.embedder,
+        vectors=engine.vectors,
+    )
+    result = planting.ask(Identity("seat", seat), "Where do I usually hire?")
+    assert result.dropped_citations == planted
+    assert result.citations and not set(planted) & set(result.citations)
+    assert all(c in result.context_ids for c in result.citations)
+    logged = next(
+        r
+        for r in read_query_log(built_world.settings.derived_db)
+        if r["query_id"] == result.query_id
+    )
+    assert logged["dropped_citations"] == planted
+    assert logged["citations"] == result.citations
+
+
+def test_leakage_is_zero_at_every_level_while_unfiltered_rag_leaks(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    corpus: RawCorpus,
+) -> None:
+    questions = leakage_questions(built_world.ground_truth, corpus, per_identity=3)
+    assert {q.identity.level for q in questions} == {"contract", "seat", "project"}
+    # Every question names another owner's project or recruiter.
+    assert all(not corpus.node_in_scope(q.identity, q.names) for q in questions)
+    report = run_leakage(engine, Baselines(engine, corpus), corpus, questions)
+    for level in ("contract", "seat", "project", "all"):
+        ours = report.get("HLTM (subtree filter)", level)
+        assert ours.queries > 0
+        assert (ours.query_wise, ours.entity_wise) == (0.0, 0.0), level
+    theirs = report.get("RAG, unfiltered", "all")
+    assert theirs.query_wise > 0.5 and theirs.entity_wise > 0.2
+    print("\n" + report.table())
+
+
+def test_no_memory_for_an_unknown_or_empty_scope_and_no_widening(
+    engine: QueryEngine,  # noqa: F811
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    result = engine.ask(Identity("seat", "no-such-seat"), "Where do I usually hire?", log=False)
+    assert result.no_memory and result.citations == [] and result.cost.llm_calls == 0
+    assert "No memory for this scope" in result.answer
+    seat, other = built_world.seats()[0], built_world.seats()[1]
+    own_project = next(
+        p for p in built_world.projects() if built_world.project(p)["seat_id"] == seat
+    )
+    narrowed = engine.ask(
+        Identity("project", own_project),
+        "What work mode?",
+        within=Identity("seat", seat),
+        log=False,
+    )
+    assert narrowed.scope_root == f"project:{own_project}" and narrowed.citations
+    for target in (
+        Identity("seat", other),
+        Identity("contract", built_world.contracts()[0]),
+        Identity("project", "no-such-project"),
+    ):
+        with pytest.raises(ScopeError):
+            engine.ask(target, "Where do I usually hire?", within=Identity("seat", seat))
+
+
+def test_stale_node_versions_are_never_read(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    """Mid-replacement a node's items may be of another version than its row: they are skipped."""
+    seat = built_world.seats()[0]
+    pid = next(p for p in built_world.projects() if built_world.project(p)["seat_id"] == seat)
+    node = f"project:{pid}"
+    db = built_world.settings.derived_db
+    with connect(db) as con:
+        (version,) = con.execute(
+            "SELECT version FROM memory_nodes WHERE node_id = ?", [node]
+        ).fetchone()
+        con.execute("UPDATE memory_nodes SET version = 'next' WHERE node_id = ?", [node])
+    try:
+        title = built_world.project(pid)["title"]
+        result = engine.ask(
+            Identity("seat", seat), f"Which projects are hiring a {title}?", log=False
+        )
+        assert node not in _entities(result)
+    finally:
+        with connect(db) as con:
+            con.execute("UPDATE memory_nodes SET version = ? WHERE node_id = ?", [version, node])
+    result = engine.ask(Identity("seat", seat), f"Which projects are hiring a {title}?", log=False)
+    assert node in _entities(result)
+
+
+def test_queries_are_logged_with_their_cost(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    seat = built_world.seats()[1]
+    result = engine.ask(
+        Identity("seat", seat), "Which seniority level do I usually hire?", channel="cli"
+    )
+    cost = result.cost
+    assert cost.llm_calls == 2 and cost.prompt_tokens > 500 and cost.completion_tokens > 5
+    assert cost.total_ms >= cost.embed_ms + cost.retrieval_ms
+    row = next(
+        r
+        for r in read_query_log(built_world.settings.derived_db)
+        if r["query_id"] == result.query_id
+    )
+    assert (row["identity_level"], row["identity_id"], row["channel"]) == ("seat", seat, "cli")
+    assert row["question"] == "Which seniority level do I usually hire?"
+    assert row["pairs"] == [{"field": "seniority", "value": ""}]
+    assert set(row["retrieved"]) == {"facet", "qa", "summary"} and row["retrieved"]["qa"]
+    assert row["answer"] == result.answer and row["citations"] == result.citations
+    assert row["llm_calls"] == 2 and row["prompt_tokens"] == cost.prompt_tokens
+    assert row["prompt_versions"]["answer"] == "answer-1"

@@ -1,0 +1,193 @@
+"""Query path pieces that need no memory: identities and scope filters, parsing, the offline
+composer, citation validation and the metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from hltm.query.compose import answer as compose
+from hltm.query.engine import validate_citations
+from hltm.query.metrics import bleu1, set_prf, token_f1
+from hltm.query.parse import parse_question
+from hltm.query.scope import Identity, Scope, ScopeError
+
+
+def test_identity_parsing_and_node_ids():
+    assert Identity.parse("seat:c01-s02") == Identity("seat", "c01-s02")
+    assert Identity.parse("seat_urn: c01-s02").node_id == "seat:c01-s02"
+    assert Identity.parse("project=p1") == Identity("project", "p1")
+    for bad in ("c01-s02", "team:x", "seat:"):
+        with pytest.raises(ScopeError):
+            Identity.parse(bad)
+
+
+def test_scope_filters_are_the_subtree_and_nothing_wider():
+    seat = Scope(Identity("seat", "s1"), "c1", "s1")
+    assert seat.chroma_where(kind="qa") == {
+        "$and": [{"contract_id": "c1"}, {"seat_id": "s1"}, {"kind": "qa"}]
+    }
+    assert seat.sql_predicate("m") == ("(m.contract_id = ? AND m.seat_id = ?)", ["c1", "s1"])
+    assert seat.admits("c1", "s1", "p1") and seat.admits("c1", "s1", None)
+    assert not seat.admits("c1", "", None)  # its contract node is above it
+    assert not seat.admits("c1", "s2", "p9") and not seat.admits("c2", "s1", "p1")
+
+    project = Scope(Identity("project", "p1"), "c1", "s1", "p1")
+    assert project.admits("c1", "s1", "p1")
+    assert not project.admits("c1", "s1", None)  # its seat
+    assert not project.admits("c1", "s1", "p2")  # a sibling project
+    assert project.chroma_where(kind="facet", level=["project"]) == {
+        "$and": [
+            {"contract_id": "c1"},
+            {"seat_id": "s1"},
+            {"project_id": "p1"},
+            {"kind": "facet"},
+            {"level": "project"},
+        ]
+    }
+
+    contract = Scope(Identity("contract", "c1"), "c1")
+    assert contract.contains(seat) and contract.contains(project) and seat.contains(project)
+    assert not seat.contains(contract) and not project.contains(seat)
+    assert not seat.contains(Scope(Identity("seat", "s2"), "c1", "s2"))
+
+    empty = Scope(Identity("seat", "nobody"), None)
+    assert empty.empty and not empty.admits("c1", "s1", "p1")
+    with pytest.raises(ScopeError):
+        empty.chroma_where()
+
+
+def test_citation_validation_drops_and_counts_ids_outside_the_context():
+    context = {"seat:s1", "project:p1"}
+    kept, dropped = validate_citations(
+        ["project:p1", "project:p9", "seat:s1", "contract:c2", "project:p1", "invented"], context
+    )
+    assert kept == ["project:p1", "seat:s1"]
+    assert dropped == ["project:p9", "contract:c2", "invented"]
+
+
+def test_query_parsing_into_field_value_pairs():
+    parsed = parse_question("Which projects hire senior backend engineers in San Francisco?")
+    assert parsed["intent"] == "find_projects"
+    assert {"field": "title", "value": "backend engineer"} in parsed["pairs"]
+    assert {"field": "seniority", "value": "senior"} in parsed["pairs"]
+    assert {"field": "location", "value": "San Francisco Bay Area"} in parsed["pairs"]
+
+    parsed = parse_question("Where do I usually hire?")
+    assert parsed == {"intent": "preferences", "pairs": [{"field": "location", "value": ""}]}
+
+    parsed = parse_question("Which projects are hybrid ML engineer roles on contract?")
+    assert {"field": "title", "value": "ML engineer"} in parsed["pairs"]
+    assert {"field": "work_mode", "value": "hybrid"} in parsed["pairs"]
+    assert {"field": "employment_type", "value": "contract"} in parsed["pairs"]
+
+    parsed = parse_question("Какие проекты ищут Java-разработчиков в Москве?")
+    assert parsed["intent"] == "find_projects"
+    assert {"field": "location", "value": "Moscow"} in parsed["pairs"]
+
+
+def _payload(**kw):  # type: ignore[no-untyped-def]
+    base = {
+        "question": "",
+        "intent": "lookup",
+        "pairs": [],
+        "facets": [],
+        "qa": [],
+        "summaries": [],
+        "passages": [],
+    }
+    return base | kw
+
+
+def test_composer_prefers_aggregated_facets_and_cites_only_the_context():
+    payload = _payload(
+        question="Where do I usually hire?",
+        intent="preferences",
+        pairs=[{"field": "location", "value": ""}],
+        facets=[
+            {
+                "node_id": "seat:s1",
+                "level": "seat",
+                "label": "r",
+                "field": "location",
+                "value": "Berlin",
+                "support": 4,
+            },
+            {
+                "node_id": "seat:s1",
+                "level": "seat",
+                "label": "r",
+                "field": "location",
+                "value": "Munich",
+                "support": 3,
+            },
+            {
+                "node_id": "seat:s1",
+                "level": "seat",
+                "label": "r",
+                "field": "location",
+                "value": "Oslo",
+                "support": 1,
+            },
+            {
+                "node_id": "project:p1",
+                "level": "project",
+                "label": "x",
+                "field": "location",
+                "value": "Paris",
+                "support": 0,
+            },
+        ],
+    )
+    out = compose(payload)
+    assert out["answer"] == "location: Berlin, Munich."
+    assert out["citation"] == ["seat:s1"]
+
+
+def test_composer_finds_projects_by_their_own_facets():
+    facets = []
+    for pid, city, level in (
+        ("p1", "Berlin", "senior"),
+        ("p2", "Berlin", "junior"),
+        ("p3", "Munich", "senior"),
+    ):
+        facets += [
+            {
+                "node_id": f"project:{pid}",
+                "level": "project",
+                "label": f"Data Engineer {pid}",
+                "field": "location",
+                "value": city,
+                "support": 0,
+            },
+            {
+                "node_id": f"project:{pid}",
+                "level": "project",
+                "label": f"Data Engineer {pid}",
+                "field": "seniority",
+                "value": level,
+                "support": 0,
+            },
+        ]
+    out = compose(
+        _payload(
+            intent="find_projects",
+            pairs=[
+                {"field": "location", "value": "Berlin"},
+                {"field": "seniority", "value": "senior"},
+            ],
+            facets=facets,
+        )
+    )
+    assert out["citation"] == ["project:p1"]
+    empty = compose(_payload(intent="lookup"))
+    assert empty["citation"] == [] and "does not answer" in empty["answer"]
+
+
+def test_metrics_match_hand_computed_values():
+    assert token_f1("location: Berlin, Munich", "location: Berlin") == pytest.approx(0.8)
+    assert token_f1("", "") == 1.0 and token_f1("x", "") == 0.0
+    # 2 of 3 predicted unigrams in the reference, prediction longer: no brevity penalty.
+    assert bleu1("the remote hybrid job", "remote job") == pytest.approx(2 / 3)
+    assert bleu1("remote", "remote hybrid") == pytest.approx(pytest.approx(0.3679, abs=1e-3))
+    assert set_prf(["a", "b"], ["b", "c"]) == (0.5, 0.5, 0.5)
+    assert set_prf([], []) == (1.0, 1.0, 1.0)
