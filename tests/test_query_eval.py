@@ -103,3 +103,32 @@ def test_query_and_judge_through_the_real_openai_client(
     hltm = report.row("HLTM")
     assert hltm.judge is not None and 0.0 <= hltm.judge <= 1.0
     assert "LLM-as-judge" in report.table()
+
+
+def test_evaluation_asset_records_the_table_and_a_zero_leakage_check(
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    import dagster as dg
+
+    from assets.evaluation import memory_evaluation
+    from resources import build_resources
+
+    result = dg.materialize(
+        [memory_evaluation],
+        resources=build_resources(built_world.settings),
+        run_config={
+            "ops": {
+                "memory_evaluation": {
+                    "config": {"world_dir": str(built_world.world_dir), "limit": 1}
+                }
+            }
+        },
+    )
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("memory_evaluation")
+    metadata = materialization.metadata
+    assert "HLTM" in metadata["table"].value
+    assert metadata["leakage/HLTM (subtree filter)/all/query_wise"].value == 0.0
+    assert metadata["leakage/RAG, unfiltered/all/query_wise"].value > 0.0
+    (check,) = result.get_asset_check_evaluations()
+    assert check.check_name == "zero_leakage" and check.passed
