@@ -191,3 +191,24 @@ def test_metrics_match_hand_computed_values():
     assert bleu1("remote", "remote hybrid") == pytest.approx(pytest.approx(0.3679, abs=1e-3))
     assert set_prf(["a", "b"], ["b", "c"]) == (0.5, 0.5, 0.5)
     assert set_prf([], []) == (1.0, 1.0, 1.0)
+
+
+def test_only_the_boundary_reads_memory_content():
+    """Structural guard: memory content (facets, QA, summaries, vectors) is read in exactly one
+    module, `hltm.query.boundary`; elsewhere the query path may only read ownership ids."""
+    import re
+    from pathlib import Path
+
+    import hltm.query
+
+    package = Path(hltm.query.__file__).parent
+    content = re.compile(r"\b(facets|qa|summary_long|summary_short)\b")
+    for path in sorted(package.glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        if path.name == "boundary.py":
+            assert "self.scope.chroma_where(" in source and "self.scope.sql_predicate()" in source
+            continue
+        assert "memory_collection(" not in source, path.name  # no other module opens a collection
+        assert ".query(query_embeddings" not in source, path.name
+        for match in re.finditer(r"SELECT(.*?)FROM \{MEMORY_TABLE\}", source, re.S):
+            assert not content.search(match.group(1)), f"{path.name} reads memory content"

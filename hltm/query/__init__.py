@@ -1,0 +1,14 @@
+"""The HLTM query path (Dagster-free): identity → permitted subtree → three retrievers → cited
+answer, logged with its cost.
+
+* `scope`      identities and the subtree filter (`Scope.chroma_where`, `Scope.sql_predicate`)
+* `boundary`   `ScopedMemory`, the ONLY reader of memory content (vector search and fetch by id)
+* `parse`      question → intent + `field: value` pairs (the offline `parse_query` answer)
+* `retrieve`   facet / QA / summary retrievers with `k_facet`, `k_qa`, `k_summary`; the context
+* `compose`    the offline `answer` composer (cites only ids in its context)
+* `engine`     `QueryEngine.ask` / `ask()`: the one entry point (Python, CLI, HTTP)
+* `log`        the `query_log` table (input of query-pattern mining)
+* `access`     bearer tokens → identities;  `http`: the Starlette endpoint
+* `evaluation`, `baselines`, `leakage`, `metrics`: the evaluation harness and isolation test
+* `demo`       the one-question step of `hltm demo`
+"""

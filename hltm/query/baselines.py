@@ -143,12 +143,14 @@ class SystemAnswer:
 class Baselines:
     """The raw-source baselines, answering through the engine's parse and the answer task."""
 
-    def __init__(self, engine: QueryEngine, corpus: RawCorpus, rag_k: int = 8) -> None:
+    def __init__(
+        self, engine: QueryEngine, corpus: RawCorpus, rag_k: int = 8, build_chunks: bool = True
+    ) -> None:
         self.engine = engine
         self.corpus = corpus
         self.rag_k = rag_k
         self.llm: LLM = engine.llm
-        if corpus.vectors is None:
+        if corpus.vectors is None and build_chunks:
             corpus.build_chunks(engine.embedder)
 
     def _passage(self, pid: str, text: str) -> dict[str, str]:
