@@ -260,7 +260,7 @@ def empty_counts() -> dict[str, int]:
 
 def apply_validation(
     checklist: Sequence[Mapping[str, Any]],
-    resume_text: str,
+    resume_text: str | NormalisedText,
     threshold: float = QUOTE_SIMILARITY_THRESHOLD,
     quote_key: str = "quote",
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -271,8 +271,12 @@ def apply_validation(
     for audit). Counts: per outcome overall (``exact`` …) and for mandatory items
     (``mandatory_exact`` …), ``downgraded`` (met → partial), ``mandatory_quotes`` (mandatory
     items with a non-blank quote) and ``mandatory_survived`` (of those, exact + repaired).
+    ``resume_text`` may be pre-normalised with :func:`normalise` (one resume, many checklists).
     """
-    resume = normalise(resume_text or "")
+    if isinstance(resume_text, NormalisedText):
+        resume = resume_text
+    else:
+        resume = normalise(resume_text or "")
     counts = empty_counts()
     out: list[dict[str, Any]] = []
     for item in checklist:

@@ -1,0 +1,208 @@
+"""Candidate pools over the resume index: vector top-100 ∪ BM25 top-150, with provenance.
+
+* The **vector index** is the Chroma collection ``resumes`` (one entry per resume, metadata
+  ``layer``, ``language``, ``content_hash``). `sync_resume_index` upserts only resumes whose
+  content hash changed and removes deleted ones. Searches filter ``layer = active`` *before*
+  the nearest-neighbour search: the archive layer never enters a normal pool.
+* **BM25** (`bm25s`, tech-aware tokenizer) runs over the active layer's texts, built in memory
+  from the sources (milliseconds for thousands of resumes) and reused while they are unchanged.
+* The **pool** is the plain union (`hltm.judge.pools.union_pool`); the judge ranks it. RRF is a
+  measured baseline only (see `hltm.judge.golden`).
+
+Vacancy query vectors are cached by (model, text hash) in ``judge_query_vectors``: an e5 query
+over a whole vacancy costs ~0.7 s on two cores, and the nightly run asks the same ones again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hltm.embeddings import CachedEmbedder, text_hash
+from hltm.judge.data import Resume, Vacancy
+from hltm.judge.pools import BM25Index, PoolEntry, union_pool
+from hltm.vectors import VectorStore
+from hltm.warehouse import connect
+
+__all__ = [
+    "K_BM25",
+    "K_VECTOR",
+    "RESUMES_COLLECTION",
+    "IndexSync",
+    "QueryVectors",
+    "bm25_index",
+    "build_pool",
+    "sync_resume_index",
+    "vector_search",
+]
+
+RESUMES_COLLECTION = "resumes"
+K_VECTOR = 100
+K_BM25 = 150
+
+
+@dataclass(frozen=True)
+class IndexSync:
+    indexed: int  # resumes in the index after the sync
+    upserted: int  # new or changed
+    removed: int
+    unchanged: int
+    embedded: int  # passages actually sent to the embedding model (cache misses)
+
+
+def sync_resume_index(
+    store: VectorStore, embedder: CachedEmbedder, resumes: Sequence[Resume]
+) -> IndexSync:
+    """Make the ``resumes`` collection equal the given resumes (both layers), changed ones only."""
+    coll = store.collection(RESUMES_COLLECTION)
+    existing: dict[str, str] = {}
+    got = coll.get(include=["metadatas"])
+    for rid, meta in zip(got["ids"], got["metadatas"] or [], strict=False):
+        existing[rid] = str((meta or {}).get("content_hash", ""))
+    wanted = {r.resume_id: r for r in resumes}
+    changed = [r for r in resumes if existing.get(r.resume_id) != r.content_hash]
+    removed = sorted(set(existing) - set(wanted))
+    before = embedder.stats.calls
+    if changed:
+        batch = max(1, min(1000, store.client.get_max_batch_size()))
+        for start in range(0, len(changed), batch):
+            part = changed[start : start + batch]
+            vectors = embedder.passages([r.passage() for r in part])
+            coll.upsert(
+                ids=[r.resume_id for r in part],
+                embeddings=[v.tolist() for v in vectors],
+                metadatas=[
+                    {
+                        "layer": r.layer,
+                        "language": r.language or "",
+                        "content_hash": r.content_hash,
+                    }
+                    for r in part
+                ],
+            )
+    if removed:
+        coll.delete(ids=removed)
+    return IndexSync(
+        indexed=coll.count(),
+        upserted=len(changed),
+        removed=len(removed),
+        unchanged=len(resumes) - len(changed),
+        embedded=embedder.stats.calls - before,
+    )
+
+
+def index_hashes(store: VectorStore) -> dict[str, str]:
+    """resume id → content hash currently in the index (empty if there is no index yet)."""
+    coll = store.existing(RESUMES_COLLECTION)
+    if coll is None:
+        return {}
+    got = coll.get(include=["metadatas"])
+    return {
+        rid: str((meta or {}).get("content_hash", ""))
+        for rid, meta in zip(got["ids"], got["metadatas"] or [], strict=False)
+    }
+
+
+def vector_search(
+    store: VectorStore, query_vector: np.ndarray, k: int = K_VECTOR, layer: str = "active"
+) -> list[tuple[str, float]]:
+    """(resume id, cosine) best first, from the ``resumes`` collection, one layer only."""
+    coll = store.existing(RESUMES_COLLECTION)
+    if coll is None or k <= 0:
+        return []
+    n = coll.count()
+    if n == 0:
+        return []
+    got = coll.query(
+        query_embeddings=[np.asarray(query_vector, dtype=np.float32).tolist()],
+        n_results=min(k, n),
+        where={"layer": layer},
+        include=["distances"],
+    )
+    ids = got["ids"][0] if got["ids"] else []
+    dists = got["distances"][0] if got.get("distances") else [0.0] * len(ids)
+    return [(rid, 1.0 - float(d)) for rid, d in zip(ids, dists, strict=True)]
+
+
+class QueryVectors:
+    """Query embeddings cached by (model, text hash), in process and in the derived DuckDB."""
+
+    _memo: dict[tuple[str, str], np.ndarray] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, embedder: CachedEmbedder, cache_db: Path | str | None = None) -> None:
+        self.embedder = embedder
+        self.cache_db = Path(cache_db) if cache_db else None
+        self.computed = 0
+        if self.cache_db is not None:
+            with connect(self.cache_db) as con:
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS judge_query_vectors (model VARCHAR,"
+                    " text_hash VARCHAR, vector FLOAT[], PRIMARY KEY (model, text_hash))"
+                )
+
+    def get(self, text: str) -> np.ndarray:
+        key = (self.embedder.model_name, text_hash(text))
+        with self._lock:
+            hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        if self.cache_db is not None:
+            with connect(self.cache_db) as con:
+                row = con.execute(
+                    "SELECT vector FROM judge_query_vectors WHERE model = ? AND text_hash = ?",
+                    list(key),
+                ).fetchone()
+            if row is not None:
+                vector = np.asarray(row[0], dtype=np.float32)
+                with self._lock:
+                    self._memo[key] = vector
+                return vector
+        vector = np.asarray(self.embedder.query(text), dtype=np.float32)
+        self.computed += 1
+        with self._lock:
+            self._memo[key] = vector
+        if self.cache_db is not None:
+            with connect(self.cache_db) as con:
+                con.execute(
+                    "INSERT OR IGNORE INTO judge_query_vectors VALUES (?, ?, ?)",
+                    [*key, vector.tolist()],
+                )
+        return vector
+
+
+_BM25_CACHE: dict[str, BM25Index] = {}
+_BM25_LOCK = threading.Lock()
+
+
+def bm25_index(resumes: Sequence[Resume]) -> BM25Index:
+    """A BM25 index over the given resumes, reused while their ids and hashes are unchanged."""
+    digest = hashlib.sha1(
+        "\n".join(f"{r.resume_id}:{r.content_hash}" for r in resumes).encode()
+    ).hexdigest()
+    with _BM25_LOCK:
+        got = _BM25_CACHE.get(digest)
+        if got is None:
+            got = BM25Index().build([r.resume_id for r in resumes], [r.text for r in resumes])
+            if len(_BM25_CACHE) > 8:
+                _BM25_CACHE.clear()
+            _BM25_CACHE[digest] = got
+    return got
+
+
+def build_pool(
+    vacancy: Vacancy,
+    vector_hits: Sequence[tuple[str, float]],
+    bm25: BM25Index,
+    k_vector: int = K_VECTOR,
+    k_bm25: int = K_BM25,
+) -> list[PoolEntry]:
+    """Vector top-``k_vector`` ∪ BM25 top-``k_bm25`` for a vacancy, vector order first."""
+    return union_pool(
+        vector_hits, bm25.search(vacancy.bm25_query(), k=k_bm25), k_vector=k_vector, k_bm25=k_bm25
+    )

@@ -1,0 +1,364 @@
+"""Judging a vacancy's pool: score cache first, a budget of cold evaluations, parallel workers.
+
+For each (vacancy, resume) pair of a pool:
+
+1. **Cache**: the pair's key is (vacancy id, vacancy version key, resume id, resume content
+   hash, model id, prompt version). A key already in ``judge_scores`` is free — it is never sent
+   to the LLM again. A changed resume or vacancy has a new key and is judged anew.
+2. **Budget**: cold pairs are taken in pool priority order (best retrieval rank first) until the
+   run's budget of cold evaluations is spent; the rest is *deferred* to the next run and counted.
+   One `Budget` is shared by every vacancy of a run (thread-safe).
+3. **Workers**: W threads share one `LLM` (thread-safe, counts calls and tokens).
+4. **Post-processing**, deterministic: formal items are dropped (`formal.drop_formal`, before
+   validation), each item's ``mandatory`` flag is taken from the vacancy (the model's copy is
+   not trusted), items naming no requirement of the vacancy are dropped, then every quote is
+   validated (`quotes.apply_validation`: exact / repaired / dropped; an unsupported ``met``
+   becomes ``partial``). Counts of each outcome are stored with the score.
+5. **Failures**: an `LLMError` (malformed JSON, cut-off answer, timeouts, HTTP errors after
+   retries…) is recorded in ``judge_failures`` with its reason; it never enters the cache as a
+   score, never stops the other pairs, and the pair is tried again next run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hltm.judge.data import Resume, Vacancy
+from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS, split_formal
+from hltm.judge.quotes import NormalisedText, apply_validation, empty_counts, normalise, sum_counts
+from hltm.judge.store import ensure_judge_schema
+from hltm.judge.tasks import JUDGE_TASK, JudgeVerdict, build_payload
+from hltm.llm import LLM, LLMError, LLMUsage
+from hltm.tokens import count_tokens
+from hltm.warehouse import connect
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_WORKERS",
+    "Budget",
+    "cold_count",
+    "JudgeConfig",
+    "JudgeReport",
+    "judge_config",
+    "judge_pool",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUDGET = 3000  # cold evaluations per run
+DEFAULT_WORKERS = 5
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """What a score was produced by: the model id (with reasoning effort) and prompt version."""
+
+    model: str
+    prompt_version: str
+
+    def as_metadata(self) -> dict[str, str]:
+        return {"judge_model": self.model, "prompt_version": self.prompt_version}
+
+
+def judge_config(llm: LLM, reasoning_effort: str | None = None) -> JudgeConfig:
+    """The configuration of ``llm``: a reasoning effort is part of the model id (``@low``)."""
+    model = llm.model
+    if reasoning_effort and llm.backend_name != "offline":
+        model = f"{model}@{reasoning_effort}"
+    return JudgeConfig(model, JUDGE_TASK.version)
+
+
+class Budget:
+    """At most ``limit`` cold evaluations per run (None = unlimited); shared by threads."""
+
+    def __init__(self, limit: int | None = DEFAULT_BUDGET) -> None:
+        if limit is not None and limit < 0:
+            raise ValueError("budget must be ≥ 0")
+        self.limit = limit
+        self.used = 0
+        self.deferred = 0
+        self._lock = threading.Lock()
+
+    def claim(self, wanted: int) -> int:
+        with self._lock:
+            granted = wanted if self.limit is None else max(0, min(wanted, self.limit - self.used))
+            self.used += granted
+            self.deferred += wanted - granted
+            return granted
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.limit is None else self.limit - self.used
+
+
+@dataclass
+class JudgeReport:
+    vacancy_id: str
+    vacancy_version: str
+    config: JudgeConfig
+    pool: int = 0
+    cached: int = 0  # warm: already in the score cache
+    evaluated: int = 0  # cold evaluations that produced a score
+    failed: int = 0  # cold evaluations that failed (recorded, not cached)
+    deferred: int = 0  # cold pairs left for the next run by the budget
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (resume id, reason)
+    quote_counts: dict[str, int] = field(default_factory=empty_counts)  # this run's evaluations
+    formal_dropped: int = 0
+    unknown_items: int = 0
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    seconds: float = 0.0
+
+    @property
+    def cold(self) -> int:
+        return self.evaluated + self.failed
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "cached_pairs": self.cached,
+            "cold_evaluations": self.cold,
+            "judged_now": self.evaluated,
+            "failed_now": self.failed,
+            "deferred_by_budget": self.deferred,
+            "formal_items_dropped": self.formal_dropped,
+            **{f"quotes_{k}": v for k, v in self.quote_counts.items() if k in _SHOWN_COUNTS},
+            **self.config.as_metadata(),
+            **self.usage.as_metadata(),
+            "seconds": round(self.seconds, 2),
+        }
+
+    def summary(self) -> str:
+        text = (
+            f"{self.vacancy_id}: pool {self.pool}, cached {self.cached}, judged {self.evaluated},"
+            f" failed {self.failed}, deferred {self.deferred}; {self.usage.calls} LLM calls,"
+            f" {self.usage.prompt_tokens + self.usage.completion_tokens} tokens"
+        )
+        return text
+
+
+_SHOWN_COUNTS = ("exact", "repaired", "dropped", "absent", "mandatory_quotes", "mandatory_survived")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def postprocess(
+    verdict: JudgeVerdict,
+    vacancy: Vacancy,
+    resume_text: str,
+    formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
+) -> tuple[list[dict[str, Any]], dict[str, int], int, int]:
+    """(validated checklist, quote counts, formal items dropped, unknown items dropped)."""
+    items = [item.model_dump() for item in verdict.checklist]
+    kept, formal = split_formal(items, key="requirement", patterns=formal_patterns)
+    by_id = {r.requirement_id: r for r in vacancy.requirements}
+    by_text = {" ".join(r.text.lower().split()): r for r in vacancy.requirements}
+    known: list[dict[str, Any]] = []
+    unknown = 0
+    for item in kept:
+        req = by_id.get(str(item.get("requirement_id")))
+        if req is None:
+            req = by_text.get(" ".join(str(item.get("requirement", "")).lower().split()))
+        if req is None:
+            unknown += 1
+            continue
+        fixed = dict(item)
+        fixed["requirement_id"] = req.requirement_id
+        fixed["mandatory"] = req.mandatory
+        known.append(fixed)
+    validated, counts = apply_validation(known, _normalised(resume_text))
+    return validated, counts, len(formal), unknown
+
+
+_NORMALISED: dict[str, NormalisedText] = {}
+_NORMALISED_LOCK = threading.Lock()
+
+
+def _normalised(text: str) -> NormalisedText:
+    """The validator's normalised view of a resume, computed once per text in a process."""
+    with _NORMALISED_LOCK:
+        got = _NORMALISED.get(text)
+    if got is None:
+        got = normalise(text)
+        with _NORMALISED_LOCK:
+            if len(_NORMALISED) > 2048:
+                _NORMALISED.clear()
+            _NORMALISED[text] = got
+    return got
+
+
+def _cached_keys(con: Any, vacancy: Vacancy, config: JudgeConfig) -> set[tuple[str, str]]:
+    rows = con.execute(
+        "SELECT resume_id, resume_hash FROM judge_scores WHERE vacancy_id = ?"
+        " AND vacancy_version = ? AND model = ? AND prompt_version = ?",
+        [vacancy.vacancy_id, vacancy.version_key, config.model, config.prompt_version],
+    ).fetchall()
+    return {(r, h) for r, h in rows}
+
+
+def cold_count(
+    derived_db: Path | str, vacancy: Vacancy, resumes: Sequence[Resume], config: JudgeConfig
+) -> int:
+    """How many of ``resumes`` are not in the score cache for this vacancy and configuration."""
+    with connect(derived_db) as con:
+        ensure_judge_schema(con)
+        cached = _cached_keys(con, vacancy, config)
+    return sum(1 for r in resumes if (r.resume_id, r.content_hash) not in cached)
+
+
+def judge_pool(
+    derived_db: Path | str,
+    llm: LLM,
+    vacancy: Vacancy,
+    resumes: Sequence[Resume],
+    *,
+    config: JudgeConfig | None = None,
+    budget: Budget | None = None,
+    workers: int = DEFAULT_WORKERS,
+    run_id: str = "",
+    formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
+    on_result: Callable[[str, str], None] | None = None,
+) -> JudgeReport:
+    """Judge ``resumes`` (the pool, in priority order) for ``vacancy``; see the module docstring.
+
+    ``on_result(resume_id, "ok" | reason)`` is called as each cold evaluation finishes.
+    """
+    started = time.perf_counter()
+    config = config or judge_config(llm)
+    budget = budget or Budget(None)
+    report = JudgeReport(vacancy.vacancy_id, vacancy.version_key, config, pool=len(resumes))
+    with connect(derived_db) as con:
+        ensure_judge_schema(con)
+        cached = _cached_keys(con, vacancy, config)
+    cold = [r for r in resumes if (r.resume_id, r.content_hash) not in cached]
+    report.cached = len(resumes) - len(cold)
+    granted = budget.claim(len(cold))
+    todo, report.deferred = cold[:granted], len(cold) - granted
+    usage_before = llm.snapshot()
+
+    def evaluate(resume: Resume) -> tuple[Resume, dict[str, Any] | None, str | None]:
+        payload = build_payload(vacancy, resume)
+        context = f"vacancy {vacancy.vacancy_id} × resume {resume.resume_id}"
+        t0 = time.perf_counter()
+        try:
+            verdict = llm.run(JUDGE_TASK, payload, context=context)
+            checklist, counts, formal, unknown = postprocess(
+                verdict, vacancy, resume.text, formal_patterns
+            )
+        except LLMError as err:
+            return resume, None, err.reason
+        except Exception as err:  # a bug in one pair must not stop the others; it is recorded
+            log.exception("judging %s failed", context)
+            return resume, None, f"{type(err).__name__}: {err}"
+        answer = verdict.model_dump()
+        answer["checklist"] = checklist
+        row = {
+            "scores": verdict.scores(),
+            "actual_role": verdict.actual_role,
+            "verdict": answer,
+            "counts": counts,
+            "formal": formal,
+            "unknown": unknown,
+            "prompt_tokens": sum(count_tokens(m["content"]) for m in JUDGE_TASK.messages(payload)),
+            "completion_tokens": count_tokens(verdict.model_dump_json()),
+            "seconds": time.perf_counter() - t0,
+        }
+        return resume, row, None
+
+    results: list[tuple[Resume, dict[str, Any] | None, str | None]] = []
+    if todo:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="judge") as pool:
+            for result in pool.map(evaluate, todo):
+                results.append(result)
+                if on_result is not None:
+                    on_result(result[0].resume_id, result[2] or "ok")
+    now = _now()
+    score_rows: list[list[Any]] = []
+    failure_rows: list[list[Any]] = []
+    all_counts = []
+    for resume, row, reason in results:
+        key = [vacancy.vacancy_id, vacancy.version_key, resume.resume_id, resume.content_hash]
+        if row is None:
+            report.failed += 1
+            report.failures.append((resume.resume_id, str(reason)))
+            failure_rows.append(
+                [*key, config.model, config.prompt_version, str(reason), run_id, now]
+            )
+            continue
+        report.evaluated += 1
+        report.formal_dropped += row["formal"]
+        report.unknown_items += row["unknown"]
+        all_counts.append(row["counts"])
+        s = row["scores"]
+        score_rows.append(
+            [
+                *key, config.model, config.prompt_version,
+                s["role"], s["level"], s["skills"], s["experience"], s["overall"],
+                row["actual_role"], json.dumps(row["verdict"], ensure_ascii=False),
+                json.dumps(row["counts"], sort_keys=True),
+                row["counts"]["mandatory_quotes"], row["counts"]["mandatory_survived"],
+                row["formal"], row["prompt_tokens"], row["completion_tokens"],
+                round(row["seconds"], 4), run_id, now,
+            ]
+        )  # fmt: skip
+    report.quote_counts = sum_counts(all_counts)
+    if score_rows or failure_rows:
+        with connect(derived_db) as con:
+            ensure_judge_schema(con)
+            con.execute("BEGIN TRANSACTION")
+            if score_rows:
+                # INSERT only: a key written by a concurrent run first stays as it was.
+                con.executemany(
+                    "INSERT OR IGNORE INTO judge_scores VALUES"
+                    f" ({', '.join('?' for _ in score_rows[0])})",
+                    score_rows,
+                )
+            if failure_rows:
+                con.executemany(
+                    "INSERT INTO judge_failures (vacancy_id, vacancy_version, resume_id,"
+                    " resume_hash, model, prompt_version, reason, run_id, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    failure_rows,
+                )
+            con.execute("COMMIT")
+    report.usage = llm.snapshot() - usage_before
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def cached_scores(
+    derived_db: Path | str,
+    vacancy: Vacancy,
+    resumes: Sequence[Resume],
+    config: JudgeConfig,
+) -> dict[str, Mapping[str, Any]]:
+    """resume id → cached row (scores + verdict) for the pool's current keys."""
+    want = {r.resume_id: r.content_hash for r in resumes}
+    with connect(derived_db) as con:
+        ensure_judge_schema(con)
+        rows = con.execute(
+            "SELECT resume_id, resume_hash, role, level, skills, experience, overall,"
+            " actual_role, verdict, mandatory_quotes, mandatory_survived FROM judge_scores"
+            " WHERE vacancy_id = ? AND vacancy_version = ? AND model = ? AND prompt_version = ?",
+            [vacancy.vacancy_id, vacancy.version_key, config.model, config.prompt_version],
+        ).fetchall()
+    out: dict[str, Mapping[str, Any]] = {}
+    for rid, rhash, role, level, skills, exp, overall, actual, verdict, mq, ms in rows:
+        if want.get(rid) != rhash:
+            continue
+        out[rid] = {
+            "role": role, "level": level, "skills": skills, "experience": exp,
+            "overall": overall, "actual_role": actual, "verdict": verdict,
+            "mandatory_quotes": mq, "mandatory_survived": ms,
+        }  # fmt: skip
+    return out

@@ -1,0 +1,199 @@
+"""Which job a text describes, and at what level: evidence from titles first, work second.
+
+The rubric's first question is the *actual* role — read from the last two or three positions,
+never from the headline (people title themselves after the job they want). A position's role is
+read from its title (strong evidence) and from what its lines describe (weak evidence, capped so
+that a QA engineer who lists the backend's whole stack stays a QA engineer). When a title is
+generic ("Software Engineer", "Инженер-программист", "Engineer II") the described work decides.
+Recent positions weigh more than older ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hltm.judge.lexicon import (
+    FAMILIES,
+    FAMILY_BY_NAME,
+    LEVEL_MARKERS_RE,
+    LEVELS,
+    family_similarity,
+)
+from hltm.judge.resume import ParsedResume, Position
+
+__all__ = [
+    "CandidateRole",
+    "VacancyRole",
+    "candidate_role",
+    "level_from_title",
+    "level_from_required_years",
+    "level_from_years",
+    "title_evidence",
+    "vacancy_role",
+    "work_evidence",
+]
+
+RECENCY_WEIGHTS = (0.5, 0.3, 0.2)  # the last three positions
+WORK_CAP = 2.5  # described work can add at most this much to a family per position
+_YO = str.maketrans({"ё": "е", "Ё": "Е"})
+
+
+def _fold(text: str) -> str:
+    return text.translate(_YO)
+
+
+def title_evidence(title: str) -> dict[str, float]:
+    """Family → weight of the title patterns that match (several may: "Senior Java Developer")."""
+    folded = _fold(title)
+    out: dict[str, float] = {}
+    for fam in FAMILIES:
+        best = 0.0
+        for pattern, weight in fam.compiled_titles():
+            if weight > best and pattern.search(folded):
+                best = weight
+        if best:
+            out[fam.name] = best
+    return out
+
+
+def work_evidence(text: str, cap: float = WORK_CAP) -> dict[str, float]:
+    """Family → sum of distinct work patterns found in ``text`` (capped per family)."""
+    folded = _fold(text)
+    out: dict[str, float] = {}
+    for fam in FAMILIES:
+        total = 0.0
+        for pattern, weight in fam.compiled_work():
+            if pattern.search(folded):
+                total += weight
+        if total:
+            out[fam.name] = min(cap, total)
+    return out
+
+
+def _normalise(scores: dict[str, float]) -> dict[str, float]:
+    total = sum(scores.values())
+    return {k: v / total for k, v in scores.items()} if total > 0 else {}
+
+
+def position_role(pos: Position) -> dict[str, float]:
+    """Distribution over families for one position (empty when nothing is recognisable)."""
+    titles = title_evidence(pos.title)
+    work = work_evidence("\n".join(ln.text for ln in pos.body))
+    scores: dict[str, float] = {}
+    for fam, w in titles.items():
+        scores[fam] = scores.get(fam, 0.0) + 2.0 * w
+    for fam, w in work.items():
+        scores[fam] = scores.get(fam, 0.0) + w
+    # Sharpen: the leading family should dominate a position, not share it evenly — more so
+    # when only the described work speaks (a generic title such as "Software Engineer").
+    power = 2 if titles else 3
+    return _normalise({k: v**power for k, v in scores.items()})
+
+
+@dataclass(frozen=True)
+class CandidateRole:
+    families: dict[str, float]  # distribution over families, recent positions weighted
+    recent_titles: tuple[str, ...]
+    source: str  # "titles" | "work" | "skills" | "none": what the role was read from
+
+    @property
+    def top(self) -> str | None:
+        return max(self.families, key=self.families.__getitem__) if self.families else None
+
+    def match(self, family: str | None) -> float:
+        if family is None or not self.families:
+            return 0.0
+        return sum(p * family_similarity(f, family) for f, p in self.families.items())
+
+
+def candidate_role(resume: ParsedResume, n_recent: int = 3) -> CandidateRole:
+    recent = resume.recent(n_recent)
+    combined: dict[str, float] = {}
+    any_title = False
+    for weight, pos in zip(RECENCY_WEIGHTS, recent, strict=False):
+        dist = position_role(pos)
+        any_title = any_title or bool(title_evidence(pos.title))
+        for fam, p in dist.items():
+            combined[fam] = combined.get(fam, 0.0) + weight * p
+    source = "titles" if any_title else ("work" if combined else "none")
+    if not combined:
+        # No readable positions: fall back on the skills list and the summary (weak).
+        text = "\n".join(ln.text for ln in (*resume.skills_lines, *resume.summary_lines))
+        combined = work_evidence(text)
+        source = "skills" if combined else "none"
+    return CandidateRole(_normalise(combined), tuple(p.title for p in recent), source)
+
+
+@dataclass(frozen=True)
+class VacancyRole:
+    family: str | None
+    confidence: float
+    label: str
+
+
+def vacancy_role(title: str, requirement_texts: Iterable[str], text: str = "") -> VacancyRole:
+    """The family a vacancy hires for: its title, then its requirements, then its text."""
+    scores: dict[str, float] = {}
+    for fam, w in title_evidence(title).items():
+        scores[fam] = scores.get(fam, 0.0) + 3.0 * w
+    for req in requirement_texts:
+        for fam, w in title_evidence(req).items():
+            scores[fam] = scores.get(fam, 0.0) + 0.5 * w
+        for fam, w in work_evidence(req, cap=1.0).items():
+            scores[fam] = scores.get(fam, 0.0) + 0.5 * w
+    if text:
+        for fam, w in work_evidence(text, cap=2.0).items():
+            scores[fam] = scores.get(fam, 0.0) + 0.5 * w
+    if not scores:
+        return VacancyRole(None, 0.0, title)
+    dist = _normalise(scores)
+    best = max(dist, key=dist.__getitem__)
+    return VacancyRole(best, dist[best], FAMILY_BY_NAME[best].label)
+
+
+# ------------------------------------------------------------------------------------- level
+
+# "Team Lead" / "Tech Lead" name a level; "Delivery Lead" or "Product Lead" name a job.
+_LEAD_SUFFIX = re.compile(
+    r"(?<!\w)(?:team|tech|technical|engineering|dev|qa|тим|тех)[\s-]?(?:lead|лид)\W*$",
+    re.IGNORECASE,
+)
+
+
+def level_from_title(title: str) -> tuple[str | None, bool]:
+    """(level written in the title, whether it is a strong prefix marker)."""
+    folded = _fold(title).strip()
+    found: list[tuple[int, str]] = []
+    for pattern, level in LEVEL_MARKERS_RE:
+        for m in pattern.finditer(folded):
+            found.append((m.start(), level))
+    if not found:
+        return None, False
+    found.sort()
+    pos, level = found[0]
+    strong = pos <= 2 or folded[:pos].strip().endswith(("|", ",", "—", "-"))
+    if level == "lead" and not strong:
+        return ("lead", False) if _LEAD_SUFFIX.search(folded) else (None, False)
+    return level, strong
+
+
+# Years of experience typical of each level, and years a vacancy asks for at each level
+# (general rules of thumb: "5+ years" is a senior opening, a 5-year career is a strong middle).
+_CAREER_YEARS = (3.0, 6.0, 10.0)  # below 3 junior, below 6 middle, below 10 senior, else lead
+_REQUIRED_YEARS = (3.0, 5.0, 8.0)  # asks < 3 junior, < 5 middle, < 8 senior, else lead
+
+
+def level_from_years(years: float) -> int:
+    """Level index (0 junior … 3 lead) typical of a career of ``years``."""
+    return sum(1 for limit in _CAREER_YEARS if years >= limit)
+
+
+def level_from_required_years(years: float) -> int:
+    """Level index a vacancy asking for ``years`` of experience hires at."""
+    return sum(1 for limit in _REQUIRED_YEARS if years >= limit)
+
+
+def level_index(level: str) -> int:
+    return LEVELS.index(level)

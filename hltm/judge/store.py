@@ -1,0 +1,76 @@
+"""The judge's tables in the derived DuckDB, and the only code that writes them.
+
+* ``judge_pools``      — the current candidate pool of each vacancy with provenance (retriever,
+  rank, score). Derived state: replaced whenever a vacancy's pool is rebuilt.
+* ``judge_scores``     — the **score cache**. Append-only: rows are only ever INSERTed, keyed by
+  (vacancy id, vacancy version, resume id, resume content hash, model, prompt version). A
+  cached pair is never sent to the LLM again; a changed resume or vacancy has a new key.
+* ``judge_failures``   — evaluations that failed (with the reason). Append-only; never a score.
+* ``ranking_journal``  — every recomputation of a ranking, INSERT only, each row chained to the
+  previous one by SHA-256 (see `hltm.judge.journal`).
+* ``rankings``         — the latest published ranking per vacancy, for reading (derived from the
+  journal, replaced on each publication).
+
+DuckDB has no triggers, so "append-only" is enforced by this module offering no UPDATE or
+DELETE on those tables, and made tamper-evident by the journal's hash chain.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+__all__ = ["ensure_judge_schema"]
+
+_DDL = (
+    """
+    CREATE TABLE IF NOT EXISTS judge_pools (
+        vacancy_id VARCHAR, vacancy_version VARCHAR, position INTEGER, resume_id VARCHAR,
+        resume_hash VARCHAR, vector_rank INTEGER, vector_score DOUBLE, bm25_rank INTEGER,
+        bm25_score DOUBLE, built_at TIMESTAMP, run_id VARCHAR,
+        PRIMARY KEY (vacancy_id, resume_id)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS judge_scores (
+        vacancy_id VARCHAR, vacancy_version VARCHAR, resume_id VARCHAR, resume_hash VARCHAR,
+        model VARCHAR, prompt_version VARCHAR,
+        role INTEGER, level INTEGER, skills INTEGER, experience INTEGER, overall INTEGER,
+        actual_role VARCHAR, verdict VARCHAR, quote_counts VARCHAR,
+        mandatory_quotes INTEGER, mandatory_survived INTEGER, formal_dropped INTEGER,
+        prompt_tokens INTEGER, completion_tokens INTEGER, seconds DOUBLE,
+        run_id VARCHAR, created_at TIMESTAMP,
+        PRIMARY KEY (vacancy_id, vacancy_version, resume_id, resume_hash, model, prompt_version)
+    )
+    """,
+    "CREATE SEQUENCE IF NOT EXISTS judge_failures_seq",
+    """
+    CREATE TABLE IF NOT EXISTS judge_failures (
+        failure_id BIGINT DEFAULT nextval('judge_failures_seq') PRIMARY KEY,
+        vacancy_id VARCHAR, vacancy_version VARCHAR, resume_id VARCHAR, resume_hash VARCHAR,
+        model VARCHAR, prompt_version VARCHAR, reason VARCHAR, run_id VARCHAR,
+        created_at TIMESTAMP
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS ranking_journal (
+        seq BIGINT PRIMARY KEY, vacancy_id VARCHAR, vacancy_version VARCHAR,
+        computed_at TIMESTAMP, run_id VARCHAR, model VARCHAR, prompt_version VARCHAR,
+        gate_rate DOUBLE, pool_size INTEGER, judged INTEGER, pending INTEGER, failed INTEGER,
+        ranking VARCHAR, prev_hash VARCHAR, row_hash VARCHAR
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS rankings (
+        vacancy_id VARCHAR, rank INTEGER, resume_id VARCHAR, overall INTEGER, role INTEGER,
+        level INTEGER, skills INTEGER, experience INTEGER, journal_seq BIGINT,
+        published_at TIMESTAMP, PRIMARY KEY (vacancy_id, rank)
+    )
+    """,
+)
+
+_READY: set[int] = set()
+
+
+def ensure_judge_schema(con: duckdb.DuckDBPyConnection) -> None:
+    for statement in _DDL:
+        con.execute(statement)
