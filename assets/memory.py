@@ -1,0 +1,407 @@
+"""The memory tree in Dagster: three partitioned assets and one ordered refresh job.
+
+* `project_memory`, `seat_memory`, `contract_memory` — each on its own dynamic partition set
+  (`projects`, `seats`, `contracts`; partition key = the source id), so every node has its own
+  status, metadata and "materialize" button. `seat_memory ← project_memory` and
+  `contract_memory ← seat_memory` use `AllPartitionMapping` (serialisable; a backfill runs level
+  by level); the precise tree lives in DuckDB and each materialisation records its exact lineage
+  (child keys and versions) in metadata.
+* `refresh_memory_tree` — an op job whose config is an affected set (node ids); it purges deleted
+  nodes, then rebuilds leaves, then seats, then contracts, in one run and one process, and logs an
+  `AssetMaterialization` per rebuilt node with the same metadata as the assets. The
+  `source_changes` sensor requests it. `rebuild_memory_tree` is the same graph preset to rebuild
+  everything that is not current (optionally from scratch): the full-rebuild path.
+
+All the work is done by `hltm.memory.MemoryBuilder`; this module only wires resources and events.
+"""
+
+from typing import Any
+
+import dagster as dg
+from dagster import AssetExecutionContext, OpExecutionContext
+
+from assets.sources import source_key
+from hltm.memory import MemoryBuilder, MemoryConfig, MemoryStore, load_hints
+from hltm.memory.build import MemoryBuildError, NodeReport, version_config
+from hltm.memory.hints import Hints
+from hltm.memory.models import LEVELS, node_id_for, split_node_id
+from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
+from hltm.warehouse import connect
+from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
+
+MEMORY_GROUP = "memory"
+PARTITIONS: dict[str, dg.DynamicPartitionsDefinition] = {
+    "project": dg.DynamicPartitionsDefinition(name="projects"),
+    "seat": dg.DynamicPartitionsDefinition(name="seats"),
+    "contract": dg.DynamicPartitionsDefinition(name="contracts"),
+}
+ASSET_KEYS: dict[str, dg.AssetKey] = {
+    "project": dg.AssetKey("project_memory"),
+    "seat": dg.AssetKey("seat_memory"),
+    "contract": dg.AssetKey("contract_memory"),
+}
+REFRESH_TAG = "hltm/memory_refresh"
+
+
+class MemoryTreeResource(dg.ConfigurableResource):
+    """Build settings of the memory tree, shared by the assets, the refresh job and the sensor
+    (they must agree: the settings are part of every node's version)."""
+
+    support_threshold: float = 0.3
+    min_support: int = 2
+    workers: int = 1
+    batch_size: int = 200
+
+    def config(self) -> MemoryConfig:
+        return MemoryConfig(
+            support_threshold=self.support_threshold,
+            min_support=self.min_support,
+            workers=self.workers,
+            batch_size=self.batch_size,
+        )
+
+
+def current_hints(derived_db: WarehouseResource, read_only: bool = False) -> Hints:
+    if read_only and not derived_db.path.exists():
+        return Hints()
+    with connect(derived_db.path, read_only=read_only) as con:
+        return load_hints(con)
+
+
+def make_builder(
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    memory_tree: MemoryTreeResource,
+) -> MemoryBuilder:
+    embedder = embeddings.get()
+    store = MemoryStore(derived_db.path, vectors.get())
+    return MemoryBuilder(
+        sources_db.path,
+        store,
+        llm.get(),
+        embedder,
+        current_hints(derived_db),
+        memory_tree.config(),
+    )
+
+
+def node_metadata(report: NodeReport) -> dict[str, Any]:
+    """Materialisation metadata: exact lineage, item counts, LLM and embedding cost, time."""
+    meta = report.metadata()
+    return {
+        "node_id": meta["node_id"],
+        "version": meta["version"],
+        "previous_version": meta["previous_version"] or "-",
+        "children": dg.MetadataValue.json(meta["children"]),
+        "child_count": meta["child_count"],
+        "facets": meta["facets"],
+        "qa_pairs": meta["qa_pairs"],
+        "summaries": meta["summaries"],
+        "llm_calls": meta["llm_calls"],
+        "prompt_tokens": meta["prompt_tokens"],
+        "completion_tokens": meta["completion_tokens"],
+        "embedding_calls": meta["embedding_calls"],
+        "seconds": meta["seconds"],
+    }
+
+
+def _partition_key(node_id: str) -> str:
+    return split_node_id(node_id)[1]
+
+
+# ---- the partitioned assets --------------------------------------------------------------------
+
+
+def _materialize_node(
+    context: AssetExecutionContext, builder: MemoryBuilder, level: str
+) -> dg.MaterializeResult:
+    node_id = node_id_for(level, context.partition_key)
+    tree = builder.tree()
+    if level != "project" and node_id in tree.nodes:
+        built = builder.store.built()
+        stale = [
+            c
+            for c in tree.children[node_id]
+            if c not in built or built[c].version != tree.versions[c]
+        ]
+        if stale:
+            raise dg.Failure(
+                description=(
+                    f"{node_id} is built from its children's memories, and {len(stale)} of them"
+                    f" are not current ({', '.join(stale[:5])}{' …' if len(stale) > 5 else ''})."
+                    " Materialize them first, or run `refresh_memory_tree`."
+                )
+            )
+    reports = builder.run_level(level, [node_id])
+    report = next(r for r in reports if r.node_id == node_id)
+    if report.status == "failed":
+        raise MemoryBuildError([report])
+    if report.status == "deleted":
+        context.log.warning(f"{node_id} is no longer in the sources: its memory was purged")
+    return dg.MaterializeResult(
+        metadata={**node_metadata(report), "status": report.status},
+        data_version=dg.DataVersion(report.version or "deleted"),
+    )
+
+
+_ASSET_KINDS = {"duckdb", "chroma"}
+
+
+@dg.asset(
+    key=ASSET_KEYS["project"],
+    partitions_def=PARTITIONS["project"],
+    group_name=MEMORY_GROUP,
+    kinds=_ASSET_KINDS,
+    deps=[
+        source_key(t) for t in ("projects", "project_documents", "recruiter_actions", "vacancies")
+    ]
+    + [source_key("vacancy_requirements")],
+    description="Leaf memory of one hiring project: facets, QA pairs and summaries extracted "
+    "from its documents, vacancies and recruiter actions.",
+)
+def project_memory(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    memory_tree: MemoryTreeResource,
+) -> dg.MaterializeResult:
+    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+    return _materialize_node(context, builder, "project")
+
+
+@dg.asset(
+    key=ASSET_KEYS["seat"],
+    partitions_def=PARTITIONS["seat"],
+    group_name=MEMORY_GROUP,
+    kinds=_ASSET_KINDS,
+    deps=[
+        dg.AssetDep(ASSET_KEYS["project"], partition_mapping=dg.AllPartitionMapping()),
+        source_key("seats"),
+    ],
+    description="A recruiter seat's memory, aggregated from its projects' memories "
+    "(the exact child keys and versions are in each materialization's metadata).",
+)
+def seat_memory(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    memory_tree: MemoryTreeResource,
+) -> dg.MaterializeResult:
+    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+    return _materialize_node(context, builder, "seat")
+
+
+@dg.asset(
+    key=ASSET_KEYS["contract"],
+    partitions_def=PARTITIONS["contract"],
+    group_name=MEMORY_GROUP,
+    kinds=_ASSET_KINDS,
+    deps=[
+        dg.AssetDep(ASSET_KEYS["seat"], partition_mapping=dg.AllPartitionMapping()),
+        source_key("contracts"),
+    ],
+    description="A contract's (customer organisation's) memory, aggregated from its seats' "
+    "memories.",
+)
+def contract_memory(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    memory_tree: MemoryTreeResource,
+) -> dg.MaterializeResult:
+    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+    return _materialize_node(context, builder, "contract")
+
+
+# ---- the refresh job ---------------------------------------------------------------------------
+
+
+class RefreshConfig(dg.Config):
+    """The affected set (node ids: `project:<id>`, `seat:<id>`, `contract:<id>`).
+
+    Ancestors are added automatically (under the current parent and the parent a node was built
+    with), so a list of changed projects is enough. `all_stale` ignores the lists and takes every
+    node whose stored version is not the one its sources give (the full-rebuild path);
+    `from_scratch` empties the store first (readers see an empty tree meanwhile)."""
+
+    projects: list[str] = []
+    seats: list[str] = []
+    contracts: list[str] = []
+    deletes: list[str] = []
+    all_stale: bool = False
+    from_scratch: bool = False
+
+
+def _sync_partitions(context: OpExecutionContext, plan: Plan, tree: Tree) -> None:
+    """Make sure every node this run materializes has its partition, and drop purged ones."""
+    instance = context.instance
+    for level in LEVELS:
+        name = PARTITIONS[level].name
+        assert name is not None
+        existing = set(instance.get_dynamic_partitions(name))
+        wanted = {_partition_key(n) for n in plan.level(level)}
+        missing = sorted(wanted - existing)
+        if missing:
+            instance.add_dynamic_partitions(name, missing)
+        gone = sorted(
+            _partition_key(n)
+            for n in plan.deletes
+            if split_node_id(n)[0] == level and n not in tree.nodes
+        )
+        for key in gone:
+            if key in existing:
+                instance.delete_dynamic_partition(name, key)
+
+
+@dg.op(
+    description="Diff the sources against the memory store, purge deleted nodes, and hand the "
+    "affected set (leaves plus ancestor chains) to the level ops.",
+    tags={"kind": "plan"},
+)
+def plan_memory_refresh(
+    context: OpExecutionContext,
+    config: RefreshConfig,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    memory_tree: MemoryTreeResource,
+) -> dict[str, Any]:
+    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+    if config.from_scratch:
+        context.log.warning("from_scratch: dropping every stored memory node first")
+        builder.store.clear()
+    tree = builder.tree()
+    built = builder.store.built()
+    if config.all_stale or config.from_scratch:
+        plan = plan_changes(tree, built)
+    else:
+        requested = [*config.projects, *config.seats, *config.contracts]
+        plan = close_over_ancestors(
+            tree,
+            built,
+            [n for n in requested if n in tree.nodes],
+            [n for n in [*requested, *config.deletes] if n not in tree.nodes],
+        )
+    context.log.info(f"plan: {plan.describe()}")
+    _sync_partitions(context, plan, tree)
+    deleted = builder.delete(plan.deletes)
+    for report in deleted:
+        context.log.info(f"purged {report.node_id} (was version {report.previous_version})")
+    return {
+        **plan.as_config(),
+        "config_digest": version_config(builder.llm.model, builder.hints, builder.config).digest,
+        "failures": [],
+    }
+
+
+def _run_level(
+    context: OpExecutionContext,
+    level: str,
+    state: dict[str, Any],
+    builder: MemoryBuilder,
+) -> dict[str, Any]:
+    failures = list(state.get("failures", []))
+    ids = state[{"project": "projects", "seat": "seats", "contract": "contracts"}[level]]
+
+    def log(report: NodeReport) -> None:
+        if report.status == "built":
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=ASSET_KEYS[level],
+                    partition=_partition_key(report.node_id),
+                    metadata=node_metadata(report),
+                    description=f"rebuilt by {context.run_id[:8]} ({context.job_name})",
+                )
+            )
+        elif report.status == "failed":
+            context.log.error(report.error or f"{report.node_id} failed")
+            failures.append(report.error or report.node_id)
+        elif report.status == "deleted":
+            context.log.info(f"purged {report.node_id}: it is no longer in the sources")
+
+    reports = builder.run_level(level, ids, on_node=log)
+    counts = {s: sum(1 for r in reports if r.status == s) for s in ("built", "current", "failed")}
+    context.log.info(f"{level} level: {counts}")
+    return {**state, "failures": failures}
+
+
+def _level_op(level: str) -> dg.OpDefinition:
+    @dg.op(
+        name=f"refresh_{level}_memories",
+        description=f"Rebuild the affected {level} nodes and log a materialization per node.",
+    )
+    def _op(
+        context: OpExecutionContext,
+        state: dict[str, Any],
+        sources_db: WarehouseResource,
+        derived_db: WarehouseResource,
+        embeddings: EmbeddingsResource,
+        vectors: VectorsResource,
+        llm: LLMResource,
+        memory_tree: MemoryTreeResource,
+    ) -> dict[str, Any]:
+        builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+        result = _run_level(context, level, state, builder)
+        if level == "contract" and result["failures"]:
+            raise dg.Failure(
+                description=f"{len(result['failures'])} memory node(s) failed; their previous"
+                " versions were kept and every other node was stored:\n"
+                + "\n".join(result["failures"]),
+                metadata={"failed_nodes": dg.MetadataValue.json(result["failures"])},
+            )
+        return result
+
+    return _op
+
+
+refresh_project_memories = _level_op("project")
+refresh_seat_memories = _level_op("seat")
+refresh_contract_memories = _level_op("contract")
+
+
+@dg.graph
+def memory_refresh_graph() -> None:
+    refresh_contract_memories(
+        refresh_seat_memories(refresh_project_memories(plan_memory_refresh()))
+    )
+
+
+refresh_memory_tree = memory_refresh_graph.to_job(
+    name="refresh_memory_tree",
+    description="Rebuild an affected set of memory nodes — leaves, then seats, then contracts — "
+    "in one run (requested by the `source_changes` sensor).",
+    executor_def=dg.in_process_executor,
+    tags={REFRESH_TAG: "incremental"},
+)
+
+rebuild_memory_tree = memory_refresh_graph.to_job(
+    name="rebuild_memory_tree",
+    description="The full-rebuild path: make the whole tree current (every stale node rebuilt, "
+    "every removed node purged); set `from_scratch` to rebuild every node.",
+    executor_def=dg.in_process_executor,
+    config={"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}},
+    tags={REFRESH_TAG: "full"},
+)
+
+MEMORY_ASSETS = [project_memory, seat_memory, contract_memory]
+MEMORY_JOBS = [refresh_memory_tree, rebuild_memory_tree]
+
+
+def refresh_run_config(plan: Plan, all_stale: bool = False) -> dict[str, Any]:
+    """Run config of `refresh_memory_tree` for a plan."""
+    config: dict[str, Any] = {"all_stale": True} if all_stale else plan.as_config()
+    return {"ops": {"plan_memory_refresh": {"config": config}}}

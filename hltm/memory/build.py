@@ -1,0 +1,567 @@
+"""Build and refresh the memory tree: leaves from sources, parents from their children's memories.
+
+`MemoryBuilder` is the one implementation behind every path — the full build, the sensor's
+refresh run, the per-partition assets, the CLI and the benchmarks:
+
+* `plan()` diffs the desired tree (versions computed from the sources) against the store;
+* `run_level(level, node_ids)` rebuilds nodes of one level, projects from their source data with
+  the facets / qa / summary tasks, seats and contracts from their children's stored F/Q/S with the
+  aggregate task; a node whose stored version is already the one its inputs give is skipped;
+* `refresh(plan)` runs deletions and the three levels in order (leaves, then seats, then
+  contracts); `full_build()` refreshes everything that is not current and purges the rest.
+
+A node whose LLM output stays unusable is reported as failed with an error naming it; the rest of
+its level is still stored, its previous good version stays in place, and its parent is rebuilt
+from the children that do have a memory (so a deletion is never held back by a sibling's
+failure). `MemoryBuildError` is raised at the end when anything failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hltm.embeddings import CachedEmbedder
+from hltm.llm import LLM, LLMUsage
+from hltm.memory import lexicon as lx
+from hltm.memory import tasks
+from hltm.memory.hints import NO_HINTS, Hints
+from hltm.memory.inputs import read_project_inputs, read_tree, source_children
+from hltm.memory.models import (
+    CHILD_LEVEL,
+    LEVELS,
+    QA,
+    AggregateOutput,
+    Facet,
+    FacetsOutput,
+    MemoryNode,
+    Placement,
+    QAOutput,
+    SummaryOutput,
+)
+from hltm.memory.offline import required_support
+from hltm.memory.store import MemoryStore
+from hltm.memory.tree import (
+    BuiltNode,
+    Plan,
+    Tree,
+    VersionConfig,
+    close_over_ancestors,
+    leaf_version,
+    parent_version,
+    plan_changes,
+)
+from hltm.warehouse import connect
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Build settings. A parent keeps a facet value only if at least `support_threshold` of its
+    children, and at least `min_support` of them (or all, when it has fewer), state it. Both are
+    part of every node's version."""
+
+    support_threshold: float = 0.3
+    min_support: int = 2  # and at least this many children (or all of them, if fewer)
+    workers: int = 1  # parallel LLM calls across nodes (>1 pays off with a remote model)
+    batch_size: int = 200  # nodes stored per atomic batch
+
+
+class MemoryBuildError(RuntimeError):
+    def __init__(self, failures: list[NodeReport]) -> None:
+        lines = [f"{r.node_id}: {r.error}" for r in failures]
+        super().__init__(
+            f"{len(failures)} memory node(s) failed; their previous versions were kept:\n"
+            + "\n".join(lines)
+        )
+        self.failures = failures
+
+
+@dataclass
+class NodeReport:
+    node_id: str
+    level: str
+    status: str  # built | current | deleted | failed
+    version: str = ""
+    previous_version: str | None = None
+    children: list[tuple[str, str]] = field(default_factory=list)
+    facets: int = 0
+    qa: int = 0
+    summaries: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    embedding_calls: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "status": self.status,
+            "version": self.version,
+            "previous_version": self.previous_version or "",
+            "children": [list(c) for c in self.children],
+            "child_count": len(self.children),
+            "facets": self.facets,
+            "qa_pairs": self.qa,
+            "summaries": self.summaries,
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "embedding_calls": self.embedding_calls,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class RefreshReport:
+    nodes: list[NodeReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def extend(self, reports: list[NodeReport]) -> None:
+        self.nodes.extend(reports)
+
+    def with_status(self, status: str) -> list[NodeReport]:
+        return [r for r in self.nodes if r.status == status]
+
+    @property
+    def failures(self) -> list[NodeReport]:
+        return self.with_status("failed")
+
+    @property
+    def rebuilt(self) -> list[NodeReport]:
+        return self.with_status("built")
+
+    def totals(self) -> dict[str, int]:
+        return {
+            "nodes_rebuilt": len(self.rebuilt),
+            "nodes_deleted": len(self.with_status("deleted")),
+            "nodes_failed": len(self.failures),
+            "llm_calls": sum(r.llm_calls for r in self.nodes),
+            "prompt_tokens": sum(r.prompt_tokens for r in self.nodes),
+            "completion_tokens": sum(r.completion_tokens for r in self.nodes),
+            "embedding_calls": sum(r.embedding_calls for r in self.nodes),
+        }
+
+    def raise_for_failures(self) -> None:
+        if self.failures:
+            raise MemoryBuildError(self.failures)
+
+
+OnNode = Callable[[NodeReport], None]
+MAX_PROJECT_QA = 10
+MAX_PARENT_QA = 10
+
+
+class MemoryBuilder:
+    def __init__(
+        self,
+        sources_db: Path | str,
+        store: MemoryStore,
+        llm: LLM,
+        embedder: CachedEmbedder,
+        hints: Hints = NO_HINTS,
+        config: MemoryConfig | None = None,
+    ) -> None:
+        self.sources_db = Path(sources_db)
+        self.store = store
+        self.llm = llm
+        self.embedder = embedder
+        self.hints = hints
+        self.config = config or MemoryConfig()
+
+    # ---- planning ------------------------------------------------------------------------------
+
+    def version_config(self) -> VersionConfig:
+        return version_config(self.llm.model, self.hints, self.config)
+
+    def tree(self) -> Tree:
+        if not self.sources_db.exists():
+            return Tree({}, {}, {}, {})
+        with connect(self.sources_db, read_only=True) as con:
+            source = read_tree(con)
+        return Tree.from_sources(source, self.version_config())
+
+    def plan(self, tree: Tree | None = None) -> Plan:
+        """Every node that is not current, with its ancestors, and every node to purge."""
+        return plan_changes(tree or self.tree(), self.store.built())
+
+    def plan_for(self, node_ids: list[str], tree: Tree | None = None) -> Plan:
+        """An explicit affected set, closed over current and former ancestors."""
+        tree = tree or self.tree()
+        built = self.store.built()
+        present = [n for n in node_ids if n in tree.nodes]
+        gone = [n for n in node_ids if n not in tree.nodes]
+        return close_over_ancestors(tree, built, present, gone)
+
+    # ---- running -------------------------------------------------------------------------------
+
+    def full_build(self, on_node: OnNode | None = None) -> RefreshReport:
+        """Make the store equal to a build of the current sources (only stale nodes cost)."""
+        tree = self.tree()
+        return self.refresh(plan_changes(tree, self.store.built()), on_node=on_node, tree=tree)
+
+    def refresh(
+        self, plan: Plan | None = None, on_node: OnNode | None = None, tree: Tree | None = None
+    ) -> RefreshReport:
+        started = time.perf_counter()
+        tree = tree or self.tree()
+        plan = plan if plan is not None else plan_changes(tree, self.store.built())
+        report = RefreshReport()
+        report.extend(self.delete(plan.deletes, on_node))
+        for level in LEVELS:
+            report.extend(self.run_level(level, plan.level(level), on_node))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def delete(self, node_ids: list[str], on_node: OnNode | None = None) -> list[NodeReport]:
+        """Purge nodes the sources no longer have (rows first, then vectors)."""
+        old = self.store.built(node_ids)
+        deleted = self.store.delete(node_ids)
+        reports = [
+            NodeReport(nid, old[nid].level, "deleted", previous_version=old[nid].version)
+            for nid in deleted
+        ]
+        for r in reports:
+            if on_node:
+                on_node(r)
+        return reports
+
+    def run_level(
+        self, level: str, node_ids: list[str], on_node: OnNode | None = None
+    ) -> list[NodeReport]:
+        reports: list[NodeReport] = []
+        ids = sorted(set(node_ids))
+        for start in range(0, len(ids), self.config.batch_size):
+            batch = ids[start : start + self.config.batch_size]
+            batch_reports = self._run_batch(level, batch)
+            for r in batch_reports:
+                if on_node:
+                    on_node(r)
+            reports.extend(batch_reports)
+        return reports
+
+    # ---- one batch -----------------------------------------------------------------------------
+
+    def _run_batch(self, level: str, node_ids: list[str]) -> list[NodeReport]:
+        cfg = self.version_config()
+        jobs: list[_Job] = []
+        reports: list[NodeReport] = []
+        gone: list[str] = []
+        with connect(self.sources_db, read_only=True) as con:
+            con.execute("BEGIN TRANSACTION")  # one consistent snapshot of the sources
+            if level == "project":
+                pids = [nid.split(":", 1)[1] for nid in node_ids]
+                source = read_tree(con, project_ids=pids)
+                inputs = read_project_inputs(con, pids)
+                for nid in node_ids:
+                    node = source.nodes.get(nid)
+                    pid = nid.split(":", 1)[1]
+                    if node is None or pid not in inputs:
+                        gone.append(nid)
+                        continue
+                    version = leaf_version(node.placement, node.fingerprint, cfg)
+                    jobs.append(_Job(node.placement, version, inputs[pid], []))
+            else:
+                source = read_tree(con, project_ids=[])
+                present = [source.nodes[n] for n in node_ids if n in source.nodes]
+                gone = [n for n in node_ids if n not in source.nodes]
+                kids = source_children(con, [n.placement for n in present])
+                for node in present:
+                    nid = node.placement.node_id
+                    jobs.append(_Job(node.placement, "", {}, kids[nid], node.fingerprint))
+            con.execute("COMMIT")
+        if gone:
+            reports.extend(self.delete(gone))
+        # One read of the store: what these nodes are now, and their children's memories.
+        built, stored = self.store.read(node_ids, {k for j in jobs for k in j.child_ids})
+        if level != "project" and jobs:
+            for job in jobs:
+                job.children = [stored[k] for k in job.child_ids if k in stored]
+                pairs = [(c.node_id, c.version) for c in job.children]
+                job.version = parent_version(job.placement, job.fingerprint, pairs, cfg)
+
+        todo = []
+        for job in jobs:
+            before = built.get(job.placement.node_id)
+            if before and before.version == job.version:
+                reports.append(
+                    NodeReport(
+                        job.placement.node_id,
+                        level,
+                        "current",
+                        version=job.version,
+                        previous_version=before.version,
+                        children=[(c.node_id, c.version) for c in job.children],
+                    )
+                )
+            else:
+                todo.append(job)
+
+        results = self._compute(todo, built)
+        done = [(job, o) for job, o in zip(todo, results, strict=True) if o.node is not None]
+        texts_per_node = [[t for _, _, t, _ in o.node.search_items()] for _, o in done]  # type: ignore[union-attr]
+        started = time.perf_counter()
+        vectors, embedded = self._embed([t for texts in texts_per_node for t in texts])
+        share = (time.perf_counter() - started) / max(1, len(done))
+        entries: list[tuple[MemoryNode, np.ndarray]] = []
+        offset = 0
+        for (_, outcome), texts in zip(done, texts_per_node, strict=True):
+            # Each text the model really embedded is charged to the first node that needed it.
+            outcome.report.embedding_calls = sum(
+                1 for t in dict.fromkeys(texts) if embedded.pop(t, 0)
+            )
+            outcome.report.seconds += share
+            entries.append((outcome.node, vectors[offset : offset + len(texts)]))  # type: ignore[arg-type]
+            offset += len(texts)
+        reports.extend(o.report for o in results)
+        self.store.write(entries, old=built)
+        return sorted(reports, key=lambda r: (r.status != "deleted", r.node_id))
+
+    def _embed(self, texts: list[str]) -> tuple[np.ndarray, dict[str, int]]:
+        """All texts of a batch in one call; also which ones the model actually had to embed."""
+        recorder = _Recorder(self.embedder.inner)
+        self.embedder.inner = recorder
+        try:
+            vectors = self.embedder.passages(texts)
+        finally:
+            self.embedder.inner = recorder.inner
+        return vectors, dict.fromkeys(recorder.seen, 1)
+
+    def _compute(self, jobs: list[_Job], built: dict[str, BuiltNode]) -> list[_Outcome]:
+        if self.config.workers > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(max_workers=self.config.workers) as pool:
+                outcomes = list(pool.map(lambda j: self._build_one(j, built), jobs))
+        else:
+            outcomes = [self._build_one(job, built) for job in jobs]
+        for outcome in outcomes:  # fold per-node usage into the shared counters
+            usage = outcome.usage
+            self.llm.usage.calls += usage.calls
+            self.llm.usage.prompt_tokens += usage.prompt_tokens
+            self.llm.usage.completion_tokens += usage.completion_tokens
+            self.llm.usage.failed_calls += usage.failed_calls
+            self.llm.usage.seconds += usage.seconds
+        return outcomes
+
+    def _build_one(self, job: _Job, built: dict[str, BuiltNode]) -> _Outcome:
+        placement = job.placement
+        node_llm = LLM(backend=self.llm.backend, model=self.llm.model)
+        before = built.get(placement.node_id)
+        report = NodeReport(
+            placement.node_id,
+            placement.level,
+            "built",
+            version=job.version,
+            previous_version=before.version if before else None,
+            children=[(c.node_id, c.version) for c in job.children],
+        )
+        started = time.perf_counter()
+        node: MemoryNode | None = None
+        try:
+            if placement.level == "project":
+                node = build_project(node_llm, placement, job.version, job.inputs, self.hints)
+            else:
+                node = build_parent(
+                    node_llm,
+                    placement,
+                    job.version,
+                    job.children,
+                    self.hints,
+                    self.config.support_threshold,
+                    self.config.min_support,
+                )
+            report.facets = len(node.facets)
+            report.qa = len(node.qa)
+            report.summaries = 1 if node.summary_short else 0
+        except Exception as err:  # noqa: BLE001 - every failure is reported against its node
+            report.status = "failed"
+            report.error = (
+                str(err)
+                if placement.node_id in str(err)
+                else (f"{placement.node_id}: {type(err).__name__}: {err}")
+            )
+            node = None
+        usage = node_llm.snapshot()
+        report.llm_calls = usage.calls
+        report.prompt_tokens = usage.prompt_tokens
+        report.completion_tokens = usage.completion_tokens
+        report.seconds = time.perf_counter() - started
+        return _Outcome(node, report, usage)
+
+
+class _Recorder:
+    """Sees what reaches the model behind the cache (to charge embedding calls per node)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.seen: list[str] = []
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        return self.inner.passages(texts)
+
+    def query(self, text: str) -> np.ndarray:
+        return self.inner.query(text)
+
+
+@dataclass
+class _Job:
+    placement: Placement
+    version: str
+    inputs: dict[str, Any]
+    child_ids: list[str]
+    fingerprint: str = ""
+    children: list[MemoryNode] = field(default_factory=list)
+
+
+@dataclass
+class _Outcome:
+    node: MemoryNode | None
+    report: NodeReport
+    usage: LLMUsage
+
+
+def version_config(model: str, hints: Hints, config: MemoryConfig) -> VersionConfig:
+    return VersionConfig(
+        prompt_versions=tuple(sorted(tasks.prompt_versions().items())),
+        hints_version=hints.version,
+        model=model,
+        support_threshold=config.support_threshold,
+        min_support=config.min_support,
+    )
+
+
+# ---- the representations -----------------------------------------------------------------------
+
+
+def _known_project_ids(inputs: dict[str, Any]) -> set[str]:
+    ids = {inputs["project"]["project_id"]}
+    ids |= {d["document_id"] for d in inputs.get("documents", [])}
+    ids |= {v["vacancy_id"] for v in inputs.get("vacancies", [])}
+    ids |= {a["action_id"] for a in inputs.get("actions", {}).get("with_reasons", [])}
+    return ids
+
+
+def _clean_facets(
+    items: list[tuple[str, str, list[str], list[str]]], known_support: set[str], known: set[str]
+) -> tuple[Facet, ...]:
+    """Normalised fields, merged duplicates, invented ids dropped, canonical order."""
+    merged: dict[tuple[str, str], tuple[str, set[str], set[str]]] = {}
+    for field_name, value, support, sources in items:
+        name = lx.normalise_field(field_name)
+        text = " ".join(value.split())
+        good_sources = {s for s in sources if s in known}
+        good_support = {s for s in support if s in known_support}
+        if not name or not text or not good_sources or not good_support:
+            continue
+        key = (name, lx.normalise_value(text))
+        spelling, sup, src = merged.get(key, (text, set(), set()))
+        merged[key] = (min(spelling, text), sup | good_support, src | good_sources)
+    return tuple(
+        Facet(name, spelling, tuple(sorted(sup)), tuple(sorted(src)))
+        for (name, _), (spelling, sup, src) in sorted(merged.items())
+    )
+
+
+def build_project(
+    llm: LLM, placement: Placement, version: str, inputs: dict[str, Any], hints: Hints
+) -> MemoryNode:
+    """A leaf's F/Q/S from its own source data: three LLM calls (facets, then QA and summary)."""
+    nid = placement.node_id
+    hint_payload = hints.as_payload()
+    payload = {**inputs, "hints": {"attributes": hint_payload["attributes"]}}
+    extracted: FacetsOutput = llm.run(tasks.FACETS, payload, context=nid)
+    known = _known_project_ids(inputs)
+    facets = _clean_facets(
+        [(f.field, f.value, f.sources, f.sources) for f in extracted.facets], known, known
+    )
+    facet_payload = [
+        {"field": f.field, "value": f.value, "sources": list(f.sources)} for f in facets
+    ]
+    qa_out: QAOutput = llm.run(
+        tasks.QA, {**inputs, "facets": facet_payload, "hints": hint_payload}, context=nid
+    )
+    summary_out: SummaryOutput = llm.run(
+        tasks.SUMMARY,
+        {**inputs, "facets": facet_payload, "hints": {"attributes": hint_payload["attributes"]}},
+        context=nid,
+    )
+    pairs = []
+    seen: set[str] = set()
+    for pair in qa_out.pairs:
+        question = " ".join(pair.question.split())
+        if not question or question in seen or pair.source not in known:
+            continue
+        seen.add(question)
+        pairs.append(
+            QA(question, pair.answer.strip(), pair.rationale.strip(), pair.source, (pair.source,))
+        )
+    return MemoryNode(
+        placement,
+        version,
+        facets,
+        tuple(pairs[:MAX_PROJECT_QA]),
+        summary_out.summary_long.strip(),
+        " ".join(summary_out.summary_short.split()),
+    )
+
+
+def build_parent(
+    llm: LLM,
+    placement: Placement,
+    version: str,
+    children: list[MemoryNode],
+    hints: Hints,
+    support_threshold: float,
+    min_support: int = 2,
+) -> MemoryNode:
+    """A seat's or contract's F/Q/S from its children's F/Q/S only: one aggregate call."""
+    nid = placement.node_id
+    children = sorted(children, key=lambda c: c.node_id)
+    payload = {
+        "node_id": nid,
+        "level": placement.level,
+        "label": placement.label,
+        "child_level": CHILD_LEVEL[placement.level],
+        "support_threshold": support_threshold,
+        "min_support": required_support(support_threshold, len(children), min_support),
+        "children": [c.as_child_payload() for c in children],
+        "hints": hints.as_payload(),
+    }
+    out: AggregateOutput = llm.run(tasks.AGGREGATE, payload, context=nid)
+    child_ids = {c.node_id for c in children}
+    known_sources = {s for c in children for f in c.facets for s in f.sources}
+    known_sources |= {q.source for c in children for q in c.qa}
+    facets = _clean_facets(
+        [(f.field, f.value, f.support, f.sources) for f in out.facets], child_ids, known_sources
+    )
+    pairs = []
+    seen: set[str] = set()
+    for pair in out.qa:
+        question = " ".join(pair.question.split())
+        support = tuple(sorted({s for s in pair.support if s in child_ids}))
+        if not question or question in seen or not support:
+            continue
+        if pair.source and pair.source not in known_sources:
+            continue
+        seen.add(question)
+        pairs.append(
+            QA(question, pair.answer.strip(), pair.rationale.strip(), pair.source, support)
+        )
+    return MemoryNode(
+        placement,
+        version,
+        facets,
+        tuple(pairs[:MAX_PARENT_QA]),
+        out.summary_long.strip(),
+        " ".join(out.summary_short.split()),
+        tuple((c.node_id, c.version) for c in children),
+    )

@@ -1,0 +1,575 @@
+"""Vocabularies the offline extractor recognises, in English and Russian.
+
+Nothing here knows about the sample generator: these are general recruiting vocabularies
+(a gazetteer of hiring locations, work-mode / employment-type / seniority keywords, a tech and
+business skills list, salary and experience patterns), each mapped to one canonical English value
+so that facets from different projects, languages and spellings aggregate together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A "word" boundary that also treats + # . as part of a term (C++, C#, .NET, Node.js).
+_L = r"(?<![\w+#])"
+_R = r"(?![\w+#])"
+_NEG = re.compile(r"(?:\bno|\bnot|\bnon|\bwithout|\bбез|\bне|\bнет)[\s-]*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Canonical terms and one combined pattern finding any of them in a single scan."""
+
+    canonical: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]  # one per term (exact matching of single values)
+    combined: re.Pattern[str]
+
+    def __add__(self, other: Vocabulary) -> Vocabulary:
+        return _combine(self.canonical + other.canonical, self.patterns + other.patterns)
+
+
+def _combine(canonical: tuple[str, ...], patterns: tuple[re.Pattern[str], ...]) -> Vocabulary:
+    parts = []
+    for i, pattern in enumerate(patterns):
+        inline = "" if pattern.flags & re.IGNORECASE == 0 else "i"
+        body = f"(?{inline}:{pattern.pattern})" if inline else f"(?:{pattern.pattern})"
+        parts.append(f"(?P<t{i}>{body})")
+    return Vocabulary(canonical, patterns, re.compile("|".join(parts)))
+
+
+def _terms(
+    table: dict[str, list[str]], flags: int = re.IGNORECASE, bounded: bool = True
+) -> Vocabulary:
+    canonical, patterns = [], []
+    for name, alternatives in table.items():
+        body = "|".join(alternatives)
+        pattern = f"{_L}(?:{body}){_R}" if bounded else f"(?:{body})"
+        canonical.append(name)
+        patterns.append(re.compile(pattern, flags))
+    return _combine(tuple(canonical), tuple(patterns))
+
+
+LOCATIONS = _terms(
+    {
+        "San Francisco Bay Area": [
+            r"san francisco(?: bay area)?",
+            r"sf bay area",
+            r"bay area",
+            r"silicon valley",
+            r"palo alto",
+            r"mountain view",
+            r"san jose",
+        ],
+        "New York": [r"new york(?: city)?", r"nyc", r"нью[- ]йорк\w*"],
+        "Seattle": [r"seattle"],
+        "Austin": [r"austin,? tx", r"austin,? texas"],
+        "Boston": [r"boston"],
+        "Chicago": [r"chicago"],
+        "Los Angeles": [r"los angeles"],
+        "Toronto": [r"toronto", r"торонто"],
+        "Vancouver": [r"vancouver"],
+        "London": [r"london", r"лондон\w*"],
+        "Dublin": [r"dublin", r"дублин\w*"],
+        "Berlin": [r"berlin", r"берлин\w*"],
+        "Munich": [r"munich", r"münchen", r"мюнхен\w*"],
+        "Amsterdam": [r"amsterdam", r"амстердам\w*"],
+        "Paris": [r"paris", r"париж\w*"],
+        "Madrid": [r"madrid", r"мадрид\w*"],
+        "Barcelona": [r"barcelona", r"барселон\w*"],
+        "Lisbon": [r"lisbon", r"lisboa", r"лиссабон\w*"],
+        "Warsaw": [r"warsaw", r"варшав\w*"],
+        "Prague": [r"prague", r"праг[аеиу]"],
+        "Vienna": [r"vienna", r"вен[аеыу]"],
+        "Zurich": [r"zurich", r"zürich", r"цюрих\w*"],
+        "Stockholm": [r"stockholm", r"стокгольм\w*"],
+        "Helsinki": [r"helsinki", r"хельсинки"],
+        "Tallinn": [r"tallinn", r"таллин\w*"],
+        "Riga": [r"riga", r"риг[аеиу]"],
+        "Vilnius": [r"vilnius", r"вильнюс\w*"],
+        "Belgrade": [r"belgrade", r"белград\w*"],
+        "Istanbul": [r"istanbul", r"стамбул\w*"],
+        "Tel Aviv": [r"tel[- ]aviv", r"тель[- ]авив\w*"],
+        "Dubai": [r"dubai", r"дубай\w*"],
+        "Singapore": [r"singapore", r"сингапур\w*"],
+        "Bangalore": [r"bangalore", r"bengaluru"],
+        "Tokyo": [r"tokyo", r"токио"],
+        "Sydney": [r"sydney"],
+        "Moscow": [r"moscow", r"москв\w*", r"мск"],
+        "Saint Petersburg": [
+            r"saint[- ]petersburg",
+            r"st\.? ?petersburg",
+            r"санкт[- ]петербург\w*",
+            r"спб",
+            r"питер\w*",
+        ],
+        "Novosibirsk": [r"novosibirsk", r"новосибирск\w*"],
+        "Yekaterinburg": [r"yekaterinburg", r"ekaterinburg", r"екатеринбург\w*"],
+        "Kazan": [r"kazan", r"казан[ьи]"],
+        "Nizhny Novgorod": [r"nizhny novgorod", r"нижн\w+ новгород\w*"],
+        "Krasnodar": [r"krasnodar", r"краснодар\w*"],
+        "Minsk": [r"minsk", r"минск\w*"],
+        "Almaty": [r"almaty", r"алмат[аыев]\w*"],
+        "Astana": [r"astana", r"астан[аеыу]"],
+        "Tashkent": [r"tashkent", r"ташкент\w*"],
+        "Tbilisi": [r"tbilisi", r"тбилиси"],
+        "Yerevan": [r"yerevan", r"ереван\w*"],
+        "Limassol": [r"limassol", r"лимассол\w*"],
+        "Kyiv": [r"kyiv", r"kiev", r"киев\w*"],
+        "Europe": [r"europe", r"european union", r"европ\w*"],
+        "EMEA": [r"emea"],
+        "APAC": [r"apac"],
+        "LATAM": [r"latam", r"latin america"],
+        "CIS": [r"cis countries", r"снг"],
+    }
+)
+
+WORK_MODES = _terms(
+    {
+        "remote": [
+            r"remote(?:[- ]first|[- ]only)?",
+            r"fully[- ]remote",
+            r"work from home",
+            r"wfh",
+            r"удал[её]нн\w*",
+            r"удал[её]нк\w*",
+            r"дистанционн\w*",
+        ],
+        "hybrid": [r"hybrid", r"гибрид\w*"],
+        "onsite": [
+            r"on[- ]?site",
+            r"in[- ]office",
+            r"office[- ]based",
+            r"in the office",
+            r"в офисе",
+            r"офисн\w+ формат\w*",
+            r"работа в офисе",
+        ],
+    }
+)
+
+EMPLOYMENT_TYPES = _terms(
+    {
+        "full-time": [r"full[- ]time", r"полн\w+ занятост\w*", r"полный рабочий день", r"fte"],
+        "part-time": [
+            r"part[- ]time",
+            r"частичн\w+ занятост\w*",
+            r"неполн\w+ (?:занятост|день)\w*",
+        ],
+        "contract": [
+            r"contract(?:or)? (?:role|position|basis)",
+            r"contractor",
+            r"fixed[- ]term contract",
+            r"b2b contract",
+            r"b2b",
+            r"гпх",
+            r"договор\w* подряда",
+        ],
+        "internship": [r"internship", r"intern", r"стажировк\w*", r"стаж[её]р\w*"],
+        "freelance": [r"freelance\w*", r"фриланс\w*", r"проектн\w+ работ\w*"],
+    }
+)
+
+SENIORITY = _terms(
+    {
+        "intern": [r"intern", r"стаж[её]р\w*"],
+        "junior": [r"junior", r"jr\.?", r"джун\w*", r"младш\w+"],
+        "middle": [r"middle", r"mid[- ]level", r"мидл\w*"],
+        "senior": [r"senior", r"sr\.", r"сеньор\w*", r"синьор\w*", r"старш\w+"],
+        "lead": [
+            r"team[- ]?lead",
+            r"tech(?:nical)?[- ]?lead",
+            r"lead",
+            r"тимлид\w*",
+            r"техлид\w*",
+            r"ведущ\w+",
+        ],
+        "principal": [r"principal", r"staff engineer"],
+        "head": [r"head of", r"director", r"vp of", r"руководител\w+", r"директор\w*", r"cto"],
+    }
+)
+
+# Case-insensitive skills. Short or ambiguous words are in _SKILLS_CASED below.
+SKILLS = _terms(
+    {
+        "Python": [r"python"],
+        "Java": [r"java(?!script)"],
+        "Kotlin": [r"kotlin"],
+        "Scala": [r"scala"],
+        "Rust": [r"rust"],
+        "C++": [r"c\+\+\d*", r"cpp", r"с\+\+"],
+        "C#": [r"c#", r"csharp", r"с#"],
+        ".NET": [r"\.net(?: core)?", r"asp\.net", r"dotnet"],
+        "JavaScript": [r"javascript", r"js"],
+        "TypeScript": [r"typescript", r"ts"],
+        "Node.js": [r"node\.?js", r"node"],
+        "React": [r"react(?:\.?js)?(?! native)"],
+        "React Native": [r"react native"],
+        "Vue": [r"vue(?:\.?js)?"],
+        "Angular": [r"angular(?:js)?"],
+        "Next.js": [r"next\.?js"],
+        "PHP": [r"php"],
+        "Laravel": [r"laravel"],
+        "Ruby": [r"ruby"],
+        "Ruby on Rails": [r"ruby on rails", r"rails"],
+        "Django": [r"django"],
+        "Flask": [r"flask"],
+        "FastAPI": [r"fastapi"],
+        "Spring": [r"spring boot", r"spring framework"],
+        "Objective-C": [r"objective[- ]c"],
+        "iOS": [r"ios"],
+        "Android": [r"android"],
+        "Flutter": [r"flutter"],
+        "SQL": [r"sql"],
+        "PostgreSQL": [r"postgres(?:ql)?"],
+        "MySQL": [r"mysql"],
+        "Oracle": [r"oracle"],
+        "MS SQL Server": [r"ms ?sql(?: server)?", r"sql server"],
+        "MongoDB": [r"mongo(?:db)?"],
+        "Redis": [r"redis"],
+        "Cassandra": [r"cassandra"],
+        "ClickHouse": [r"clickhouse"],
+        "Elasticsearch": [r"elastic(?:search)?", r"opensearch"],
+        "Kafka": [r"kafka"],
+        "RabbitMQ": [r"rabbitmq"],
+        "Spark": [r"(?:apache )?spark", r"pyspark"],
+        "Hadoop": [r"hadoop"],
+        "Airflow": [r"airflow"],
+        "dbt": [r"dbt"],
+        "Snowflake": [r"snowflake"],
+        "BigQuery": [r"bigquery"],
+        "Databricks": [r"databricks"],
+        "Tableau": [r"tableau"],
+        "Power BI": [r"power ?bi"],
+        "pandas": [r"pandas"],
+        "NumPy": [r"numpy"],
+        "scikit-learn": [r"scikit[- ]learn", r"sklearn"],
+        "PyTorch": [r"pytorch", r"torch"],
+        "TensorFlow": [r"tensorflow"],
+        "machine learning": [r"machine learning", r"машинн\w+ обучени\w*"],
+        "deep learning": [r"deep learning", r"глубок\w+ обучени\w*"],
+        "LLM": [r"llms?", r"large language models?"],
+        "NLP": [r"nlp", r"natural language processing"],
+        "computer vision": [r"computer vision", r"компьютерн\w+ зрени\w*"],
+        "MLOps": [r"mlops"],
+        "Docker": [r"docker"],
+        "Kubernetes": [r"kubernetes", r"k8s"],
+        "Terraform": [r"terraform"],
+        "Ansible": [r"ansible"],
+        "Helm": [r"helm"],
+        "AWS": [r"aws", r"amazon web services"],
+        "GCP": [r"gcp", r"google cloud"],
+        "Azure": [r"azure"],
+        "Linux": [r"linux"],
+        "Bash": [r"bash", r"shell scripting"],
+        "CI/CD": [r"ci/cd", r"ci ?cd"],
+        "Jenkins": [r"jenkins"],
+        "GitLab CI": [r"gitlab(?: ci)?"],
+        "GitHub Actions": [r"github actions"],
+        "Prometheus": [r"prometheus"],
+        "Grafana": [r"grafana"],
+        "microservices": [r"micro-?services?", r"микросервис\w*"],
+        "REST": [r"rest(?:ful)?(?: api)?"],
+        "GraphQL": [r"graphql"],
+        "gRPC": [r"grpc"],
+        "HTML": [r"html5?"],
+        "CSS": [r"css3?"],
+        "Figma": [r"figma"],
+        "Jira": [r"jira"],
+        "Agile": [r"agile"],
+        "Scrum": [r"scrum"],
+        "Selenium": [r"selenium"],
+        "Playwright": [r"playwright"],
+        "Cypress": [r"cypress"],
+        "test automation": [r"test automation", r"qa automation", r"автотест\w*"],
+        "1C": [r"1c", r"1с"],
+        "SAP": [r"sap"],
+        "Salesforce": [r"salesforce"],
+        "CRM": [r"crm"],
+        "SEO": [r"seo"],
+        "MATLAB": [r"matlab"],
+        "Unity": [r"unity3?d?"],
+        "Unreal Engine": [r"unreal(?: engine)?"],
+        "Photoshop": [r"photoshop"],
+    }
+)
+
+_SKILLS_CASED = _terms(
+    {
+        "Go": [r"Go(?!-)", r"GO", r"[Gg]olang"],
+        "R": [r"(?<![&'’-])R(?![&'’-])"],
+        "Swift": [r"Swift"],
+        "Excel": [r"Excel", r"MS Excel"],
+        "Spring": [r"Spring"],
+        "Perl": [r"Perl"],
+        "Elixir": [r"Elixir"],
+        "Erlang": [r"Erlang"],
+        "Haskell": [r"Haskell"],
+    },
+    flags=0,
+)
+SKILLS_ALL = SKILLS + _SKILLS_CASED
+
+LANGUAGES = _terms(
+    {
+        "English": [r"english", r"английск\w*"],
+        "German": [r"german", r"немецк\w*"],
+        "French": [r"french", r"французск\w*"],
+        "Spanish": [r"spanish", r"испанск\w*"],
+        "Russian": [r"russian[- ]speaking", r"russian", r"русск\w+ язык\w*"],
+        "Chinese": [r"chinese", r"mandarin", r"китайск\w*"],
+        "Arabic": [r"arabic", r"арабск\w*"],
+    }
+)
+LANGUAGE_LEVEL = re.compile(
+    r"\b(A1|A2|B1|B2|C1|C2|upper[- ]intermediate|intermediate|advanced|fluent|native)\b",
+    re.IGNORECASE,
+)
+
+# "5+ years", "3-5 years", "опыт от 3 лет", "не менее 2 лет".
+EXPERIENCE_EN = re.compile(
+    r"(\d{1,2})\s?(?:\+|(?:-|–|to)\s?(\d{1,2}))?\s?\+?\s?(?:years?|yrs)\b", re.IGNORECASE
+)
+EXPERIENCE_RU = re.compile(
+    r"(?:опыт\w*|стаж\w*)[^.\n]{0,40}?(?:от|не менее|более|больше)?\s?(\d{1,2})"
+    r"(?:\s?[-–]\s?(\d{1,2}))?\s?\+?\s?(?:лет|года|год)",
+    re.IGNORECASE,
+)
+
+# Money: an amount (with k / тыс / млн) and a currency, or a range of them.
+_AMOUNT = r"\d{1,3}(?:[ \u00a0,.]\d{3})*(?:[.,]\d+)?\s?(?:k|K|тыс\.?|тысяч|млн|thousand)?"
+_CUR_BEFORE = r"[$€£₽]"
+_CUR_AFTER = r"(?:[$€£₽]|USD|EUR|GBP|RUB|руб(?:\.|лей|ля)?|р\.|долл\w*|евро|net|gross|gross/year)"
+SALARY = re.compile(
+    rf"(?:(?:from|up to|от|до)\s)?{_CUR_BEFORE}?\s?{_AMOUNT}"
+    rf"(?:\s?(?:-|–|—|to|до)\s?{_CUR_BEFORE}?\s?{_AMOUNT})?(?:\s?{_CUR_AFTER})*",
+)
+SALARY_CONTEXT = re.compile(
+    r"salary|compensation|pay\b|paid\b|budget|base\b|ctc|зарплат\w*|оклад\w*|доход\w*|з/п|"
+    r"вилк\w*|компенсац\w*|бюджет\w*",
+    re.IGNORECASE,
+)
+_MONEY_MARK = re.compile(r"[$€£₽]|USD|EUR|GBP|RUB|руб|долл|евро|\d\s?(?:k|K)\b|тыс|млн")
+
+# Explicit "Field: value" lines, common in intake notes and structured job posts.
+EXPLICIT_LINE = re.compile(
+    r"^[ \t]*[-*•]?[ \t]*([A-Za-zА-Яа-яЁё][A-Za-zА-Яа-яЁё /()_-]{1,30}?)[ \t]*:[ \t]*(\S[^\n]{0,79}?)"
+    r"[ \t]*$",
+    re.MULTILINE,
+)
+_EXPLICIT_SKIP = {
+    "note", "notes", "comment", "comments", "http", "https", "q", "a", "re", "fwd", "ps",
+    "subject", "from", "to", "cc", "date", "примечание", "комментарий", "вопрос", "ответ",
+}  # fmt: skip
+
+# Field-name synonyms (EN and RU) → canonical facet field.
+FIELD_SYNONYMS = {
+    "location": "location",
+    "locations": "location",
+    "city": "location",
+    "cities": "location",
+    "region": "location",
+    "office": "location",
+    "город": "location",
+    "локация": "location",
+    "регион": "location",
+    "work_mode": "work_mode",
+    "work_format": "work_mode",
+    "format": "work_mode",
+    "remote_policy": "work_mode",
+    "workplace": "work_mode",
+    "формат": "work_mode",
+    "формат_работы": "work_mode",
+    "employment": "employment_type",
+    "employment_type": "employment_type",
+    "job_type": "employment_type",
+    "занятость": "employment_type",
+    "тип_занятости": "employment_type",
+    "seniority": "seniority",
+    "level": "seniority",
+    "grade": "seniority",
+    "уровень": "seniority",
+    "грейд": "seniority",
+    "salary": "salary",
+    "compensation": "salary",
+    "budget": "salary",
+    "pay": "salary",
+    "зарплата": "salary",
+    "оклад": "salary",
+    "вилка": "salary",
+    "бюджет": "salary",
+    "skills": "skill",
+    "skill": "skill",
+    "stack": "skill",
+    "tech_stack": "skill",
+    "technologies": "skill",
+    "стек": "skill",
+    "навыки": "skill",
+    "технологии": "skill",
+    "title": "title",
+    "role": "title",
+    "position": "title",
+    "должность": "title",
+    "роль": "title",
+    "languages": "language",
+    "language": "language",
+    "язык": "language",
+    "языки": "language",
+    "experience": "years_experience",
+    "years_experience": "years_experience",
+    "опыт": "years_experience",
+}
+
+CANONICAL_TERMS = {
+    "location": LOCATIONS,
+    "work_mode": WORK_MODES,
+    "employment_type": EMPLOYMENT_TYPES,
+    "seniority": SENIORITY,
+    "skill": SKILLS_ALL,
+    "language": LANGUAGES,
+}
+
+
+def normalise_field(name: str) -> str:
+    """`Work Mode` / `work-mode` / `work mode` → `work_mode`, then EN/RU synonyms."""
+    text = re.sub(r"[\s/\-.]+", "_", name.strip().lower()).strip("_()")
+    text = re.sub(r"_+", "_", text)
+    return FIELD_SYNONYMS.get(text, text)
+
+
+def normalise_value(value: str) -> str:
+    """Key for merging duplicates: case, whitespace and trailing punctuation do not count."""
+    text = re.sub(r"\s+", " ", value.strip().casefold())
+    return text.strip(" .,;:!?\"'«»")
+
+
+def not_negated(text: str, start: int) -> bool:
+    return not _NEG.search(text[max(0, start - 12) : start])
+
+
+def find_terms(vocabulary: Vocabulary, text: str, negatable: bool = False) -> list[tuple[str, int]]:
+    """Canonical values found in `text`, each once, with the offset of its first occurrence."""
+    first: dict[str, int] = {}
+    for match in vocabulary.combined.finditer(text):
+        name = vocabulary.canonical[int(str(match.lastgroup)[1:])]
+        if name in first or (negatable and not not_negated(text, match.start())):
+            continue
+        first[name] = match.start()
+    return sorted(first.items(), key=lambda kv: (kv[1], kv[0]))
+
+
+def term_named(vocabulary: Vocabulary, text: str) -> str | None:
+    """The canonical term `text` is exactly a spelling of, if any."""
+    stripped = text.strip()
+    for name, pattern in zip(vocabulary.canonical, vocabulary.patterns, strict=True):
+        if pattern.fullmatch(stripped) or pattern.fullmatch(stripped.lower()):
+            return name
+    return None
+
+
+def canonical(field: str, value: str) -> str:
+    """A facet value mapped onto the vocabulary when it names a known term exactly."""
+    vocabulary = CANONICAL_TERMS.get(field)
+    if not vocabulary:
+        return value.strip()
+    return term_named(vocabulary, value) or value.strip()
+
+
+def find_salaries(text: str) -> list[tuple[str, int]]:
+    out = []
+    for sentence_match in re.finditer(r"[^.!?\n]+(?:[.!?](?=\s|$)|\n|$)", text):
+        sentence = sentence_match.group(0)
+        for match in SALARY.finditer(sentence):
+            span = re.sub(r"\s+", " ", match.group(0)).strip(" ,.")
+            if not any(ch.isdigit() for ch in span) or not _MONEY_MARK.search(span):
+                continue
+            digits = re.sub(r"\D", "", span)
+            if len(digits) < 2:
+                continue
+            if not (SALARY_CONTEXT.search(sentence) or re.search(r"[$€£₽]", span)):
+                continue
+            out.append((span, sentence_match.start() + match.start()))
+    return out
+
+
+def find_experience(text: str) -> list[tuple[str, int]]:
+    out = []
+    for match in EXPERIENCE_EN.finditer(text):
+        low, high = match.group(1), match.group(2)
+        out.append((f"{low}-{high} years" if high else f"{low}+ years", match.start()))
+    for match in EXPERIENCE_RU.finditer(text):
+        low, high = match.group(1), match.group(2)
+        out.append((f"{low}-{high} years" if high else f"{low}+ years", match.start()))
+    return out
+
+
+def find_languages(text: str) -> list[tuple[str, int]]:
+    out = []
+    for canonical_name, start in find_terms(LANGUAGES, text):
+        window = text[start : start + 40]
+        level = LANGUAGE_LEVEL.search(window)
+        if canonical_name == "Russian" and not re.search(
+            r"russian[- ]speaking|русск\w+ язык", text[start : start + 30], re.IGNORECASE
+        ):
+            # "Russian" alone usually names a market or a citizenship, not a requirement.
+            continue
+        value = f"{canonical_name} {level.group(1).upper()}" if level else canonical_name
+        out.append((value, start))
+    return out
+
+
+_PERSON = re.compile(r"^[A-ZА-ЯЁ][a-zа-яё'-]+(?: [A-ZА-ЯЁ][a-zа-яё'-]+){1,2}$")
+
+
+def find_explicit(text: str) -> list[tuple[str, str, int]]:
+    """`Field: value` lines: (normalised field, value, offset).
+
+    A field naming a skill (`dbt: confident`) becomes a `skill` facet; a field that is a
+    person's name (`Maria Lopez: rejected after ...`) or a value that is prose is skipped.
+    """
+    out = []
+    for match in EXPLICIT_LINE.finditer(text):
+        raw_field, value = match.group(1).strip(), match.group(2).strip()
+        value = re.split(r"(?<=[.!?])\s", value)[0].rstrip(" .;")
+        field = normalise_field(raw_field)
+        skill = term_named(SKILLS_ALL, raw_field)
+        if skill and field not in FIELD_SYNONYMS.values():
+            out.append(("skill", skill, match.start()))
+            continue
+        if field in _EXPLICIT_SKIP or len(raw_field.split()) > 4 or len(value.split()) > 10:
+            continue
+        if field not in FIELD_SYNONYMS.values() and _PERSON.match(raw_field):
+            continue
+        if not value or value.startswith("//"):
+            continue
+        out.append((field, value, match.start()))
+    return out
+
+
+def sentences(text: str) -> list[tuple[str, int]]:
+    """Sentences and list lines of `text` with their offsets, whitespace-normalised."""
+    out = []
+    for match in re.finditer(r"[^\n.!?]+(?:[.!?]+(?=\s|$))?", text):
+        sentence = re.sub(r"\s+", " ", match.group(0)).strip(" -*•\t")
+        if sentence:
+            out.append((sentence, match.start()))
+    return out
+
+
+def sentence_at(text: str, offset: int, limit: int = 200) -> str:
+    """The sentence (or line) of `text` containing `offset`, cut to `limit` characters."""
+    start = max(
+        text.rfind("\n", 0, offset), *(text.rfind(p, 0, offset) for p in (". ", "! ", "? "))
+    )
+    start = start + 1 if start >= 0 else 0
+    ends = [i for i in (text.find(p, offset) for p in ("\n", ". ", "! ", "? ")) if i >= 0]
+    end = min(ends) + 1 if ends else len(text)
+    sentence = re.sub(r"\s+", " ", text[start:end]).strip()
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+
+
+def first_sentence(text: str, limit: int = 220) -> str:
+    match = re.search(r"\S", text)
+    if not match:
+        return ""
+    return sentence_at(text, match.start(), limit)

@@ -1,0 +1,444 @@
+"""The memory store: full node content in DuckDB, search strings and vectors in Chroma.
+
+DuckDB (`settings.derived_db`), table `memory_nodes`, one row per current node:
+
+    node_id PK ('project:<id>' | 'seat:<id>' | 'contract:<id>'), level, contract_id,
+    seat_id (NULL for contracts), project_id (NULL unless project), parent_id, label, version,
+    facets  JSON [{field, value, support, sources}],
+    qa      JSON [{question, answer, rationale, source, support}],
+    summary_long, summary_short,
+    children JSON [[child_id, child_version], ...],
+    item_count, built_at
+
+Chroma: one collection per contract, `memory_collection_name(contract_id)`; one item per facet
+(document `"field: value"`), per QA question and per short summary, with metadata `node_id, level,
+contract_id, seat_id ("" for contracts), project_id ("" unless project), kind ('facet' | 'qa' |
+'summary'), index, node_version` (+ `field` on facets). Item ids embed the version, so two
+versions of a node can coexist while it is being replaced.
+
+Replacing a node is atomic for a reader that accepts only items whose `node_version` equals the
+node's row: new-version items are written first, then the rows flip in one DuckDB transaction,
+then the old version's items are deleted. Deleting a node removes its row first, then its items.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from hltm.memory.models import QA, Facet, MemoryNode, Placement, canonical_json
+from hltm.memory.tree import BuiltNode
+from hltm.vectors import VectorStore, collection_name
+from hltm.warehouse import connect, table_exists
+
+MEMORY_TABLE = "memory_nodes"
+COLLECTION_PREFIX = "mem"
+_CHROMA_CHUNK = 2000
+
+_COLUMNS = (
+    ("node_id", "VARCHAR PRIMARY KEY"),
+    ("level", "VARCHAR NOT NULL"),
+    ("contract_id", "VARCHAR NOT NULL"),
+    ("seat_id", "VARCHAR"),
+    ("project_id", "VARCHAR"),
+    ("parent_id", "VARCHAR"),
+    ("label", "VARCHAR NOT NULL"),
+    ("version", "VARCHAR NOT NULL"),
+    ("facets", "VARCHAR NOT NULL"),
+    ("qa", "VARCHAR NOT NULL"),
+    ("summary_long", "VARCHAR NOT NULL"),
+    ("summary_short", "VARCHAR NOT NULL"),
+    ("children", "VARCHAR NOT NULL"),
+    ("item_count", "INTEGER NOT NULL"),
+    ("built_at", "TIMESTAMP NOT NULL"),
+)
+CONTENT_COLUMNS = tuple(name for name, _ in _COLUMNS if name != "built_at")
+
+
+def memory_collection_name(contract_id: str) -> str:
+    return collection_name(COLLECTION_PREFIX, contract_id)
+
+
+def item_id(node_id: str, version: str, kind: str, index: int) -> str:
+    return f"{node_id}#{version}#{kind}#{index}"
+
+
+def ensure_memory_schema(con: duckdb.DuckDBPyConnection) -> None:
+    columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
+    con.execute(f"CREATE TABLE IF NOT EXISTS {MEMORY_TABLE} ({columns})")
+
+
+# ---- reading (also the query path's API) -------------------------------------------------------
+
+
+def read_built(
+    con: duckdb.DuckDBPyConnection, node_ids: Iterable[str] | None = None
+) -> dict[str, BuiltNode]:
+    """node id → (level, version, contract, parent) of stored nodes (all, or the given ones)."""
+    if not table_exists(con, MEMORY_TABLE):
+        return {}
+    query = f"SELECT node_id, level, version, contract_id, parent_id FROM {MEMORY_TABLE}"
+    params: list[Any] = []
+    if node_ids is not None:
+        query += " WHERE node_id IN (SELECT unnest(?::VARCHAR[]))"
+        params = [sorted(set(node_ids))]
+    return {r[0]: BuiltNode(*r) for r in con.execute(query, params).fetchall()}
+
+
+def current_versions(con: duckdb.DuckDBPyConnection, node_ids: Iterable[str]) -> dict[str, str]:
+    """The version a reader must accept for each node (absent: the node does not exist)."""
+    return {nid: b.version for nid, b in read_built(con, node_ids).items()}
+
+
+def _node_from_row(row: tuple[Any, ...]) -> MemoryNode:
+    values = dict(zip(CONTENT_COLUMNS, row, strict=True))
+    placement = Placement(
+        values["node_id"],
+        values["level"],
+        values["contract_id"],
+        values["seat_id"],
+        values["project_id"],
+        values["parent_id"],
+        values["label"],
+    )
+    facets = tuple(
+        Facet(f["field"], f["value"], tuple(f["support"]), tuple(f["sources"]))
+        for f in json.loads(values["facets"])
+    )
+    qa = tuple(
+        QA(q["question"], q["answer"], q["rationale"], q["source"], tuple(q["support"]))
+        for q in json.loads(values["qa"])
+    )
+    children = tuple((c[0], c[1]) for c in json.loads(values["children"]))
+    return MemoryNode(
+        placement,
+        values["version"],
+        facets,
+        qa,
+        values["summary_long"],
+        values["summary_short"],
+        children,
+    )
+
+
+def read_nodes(con: duckdb.DuckDBPyConnection, node_ids: Iterable[str]) -> dict[str, MemoryNode]:
+    """Full stored memories of the given nodes (missing ids are simply absent)."""
+    wanted = sorted(set(node_ids))
+    if not wanted or not table_exists(con, MEMORY_TABLE):
+        return {}
+    rows = con.execute(
+        f"SELECT {', '.join(CONTENT_COLUMNS)} FROM {MEMORY_TABLE}"
+        " WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+        [wanted],
+    ).fetchall()
+    return {r[0]: _node_from_row(r) for r in rows}
+
+
+def subtree_node_ids(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    contract_id: str | None = None,
+    seat_id: str | None = None,
+    project_id: str | None = None,
+) -> list[str]:
+    """T_v = {v} ∪ Desc(v) for the narrowest identity given (project ⊂ seat ⊂ contract).
+
+    The same filter works in Chroma: `where={"project_id": p}`, `{"seat_id": s}` or
+    `{"contract_id": c}` inside the contract's collection.
+    """
+    if not table_exists(con, MEMORY_TABLE):
+        return []
+    if project_id is not None:
+        column, value = "project_id", project_id
+    elif seat_id is not None:
+        column, value = "seat_id", seat_id
+    elif contract_id is not None:
+        column, value = "contract_id", contract_id
+    else:
+        raise ValueError("an identity is required: contract_id, seat_id or project_id")
+    rows = con.execute(
+        f"SELECT node_id FROM {MEMORY_TABLE} WHERE {column} = ? ORDER BY node_id", [value]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def item_metadata(node: MemoryNode, kind: str, index: int, field: str) -> dict[str, Any]:
+    p = node.placement
+    meta: dict[str, Any] = {
+        "node_id": p.node_id,
+        "level": p.level,
+        "contract_id": p.contract_id,
+        "seat_id": p.seat_id if p.level != "contract" and p.seat_id else "",
+        "project_id": p.project_id or "",
+        "kind": kind,
+        "index": index,
+        "node_version": node.version,
+    }
+    if kind == "facet":
+        meta["field"] = field
+    return meta
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreSnapshot:
+    """Everything stored, in a canonical order, for byte-for-byte comparisons."""
+
+    rows: tuple[tuple[Any, ...], ...]
+    collections: dict[str, tuple[tuple[str, str, str, bytes], ...]]
+
+    def text_dump(self) -> str:
+        out = [canonical_json(list(r)) for r in self.rows]
+        for name in sorted(self.collections):
+            out.append(f"== {name}")
+            out += [f"{i} | {d} | {m} | {e.hex()[:16]}" for i, d, m, e in self.collections[name]]
+        return "\n".join(out)
+
+
+class MemoryStore:
+    """The two stores of the memory tree, written together."""
+
+    def __init__(self, derived_db: Path | str, vectors: VectorStore) -> None:
+        self.derived_db = Path(derived_db)
+        self.vectors = vectors
+        with connect(self.derived_db) as con:
+            ensure_memory_schema(con)
+
+    # reads
+    def built(self, node_ids: Iterable[str] | None = None) -> dict[str, BuiltNode]:
+        with connect(self.derived_db) as con:
+            return read_built(con, node_ids)
+
+    def nodes(self, node_ids: Iterable[str]) -> dict[str, MemoryNode]:
+        with connect(self.derived_db) as con:
+            return read_nodes(con, node_ids)
+
+    def read(
+        self, node_ids: Iterable[str], child_ids: Iterable[str]
+    ) -> tuple[dict[str, BuiltNode], dict[str, MemoryNode]]:
+        """Stored state of some nodes and full memories of others, in one connection."""
+        with connect(self.derived_db) as con:
+            return read_built(con, node_ids), read_nodes(con, child_ids)
+
+    def _collection(self, contract_id: str, create: bool):  # type: ignore[no-untyped-def]
+        name = memory_collection_name(contract_id)
+        return self.vectors.collection(name) if create else self.vectors.existing(name)
+
+    # writes
+    def write(
+        self,
+        entries: list[tuple[MemoryNode, np.ndarray]],
+        old: dict[str, BuiltNode] | None = None,
+    ) -> None:
+        """Store new versions of nodes atomically (each row flips only once its items exist).
+
+        `old`: what the store held for these nodes, if the caller has just read it."""
+        if not entries:
+            return
+        if old is None:
+            old = self.built(n.node_id for n, _ in entries)
+        else:
+            old = {n.node_id: old[n.node_id] for n, _ in entries if n.node_id in old}
+        todo = []
+        for node, vectors in entries:
+            before = old.get(node.node_id)
+            same = before is not None and before.version == node.version
+            if same and before.contract_id == node.placement.contract_id:  # type: ignore[union-attr]
+                continue  # content-addressed: this exact memory is already stored
+            todo.append((node, vectors))
+        if not todo:
+            return
+        new_version = {n.node_id: n.version for n, _ in todo}
+        new_contract = {n.node_id: n.placement.contract_id for n, _ in todo}
+
+        # Items already in Chroma for these nodes: leftovers of the new version from an earlier
+        # attempt that never flipped (invisible to readers; cleared now) and the live old
+        # version (deleted only after the flip).
+        inspect: dict[str, set[str]] = defaultdict(set)
+        for nid in new_version:
+            inspect[new_contract[nid]].add(nid)
+            if nid in old:
+                inspect[old[nid].contract_id].add(nid)
+        stale: dict[str, list[str]] = defaultdict(list)
+        for cid in sorted(inspect):
+            col = self._collection(cid, create=False)
+            if col is None:
+                continue
+            got = col.get(where=_in("node_id", inspect[cid]), include=["metadatas"])
+            leftovers = []
+            for iid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                nid = str(meta["node_id"])
+                if cid == new_contract[nid] and meta.get("node_version") == new_version[nid]:
+                    leftovers.append(iid)
+                else:
+                    stale[cid].append(iid)
+            _delete_ids(col, leftovers)
+
+        by_contract: dict[str, list[tuple[MemoryNode, np.ndarray]]] = defaultdict(list)
+        for node, vectors in todo:
+            by_contract[node.placement.contract_id].append((node, vectors))
+        for cid in sorted(by_contract):
+            col = self._collection(cid, create=True)
+            ids: list[str] = []
+            documents: list[str] = []
+            metadatas: list[dict[str, Any]] = []
+            embeddings: list[np.ndarray] = []
+            for node, vectors in by_contract[cid]:
+                items = node.search_items()
+                if len(items) != len(vectors):
+                    raise ValueError(f"{node.node_id}: {len(items)} items, {len(vectors)} vectors")
+                for (kind, index, text, field), vector in zip(items, vectors, strict=True):
+                    ids.append(item_id(node.node_id, node.version, kind, index))
+                    documents.append(text)
+                    metadatas.append(item_metadata(node, kind, index, field))
+                    embeddings.append(vector)
+            for start in range(0, len(ids), _CHROMA_CHUNK):
+                end = start + _CHROMA_CHUNK
+                col.add(
+                    ids=ids[start:end],
+                    documents=documents[start:end],
+                    metadatas=metadatas[start:end],  # type: ignore[arg-type]
+                    embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
+                )
+
+        rows = [_row(node) for node, _ in todo]
+        columns = ", ".join(CONTENT_COLUMNS)
+        placeholders = ", ".join("?" for _ in CONTENT_COLUMNS)
+        with connect(self.derived_db) as con:
+            ensure_memory_schema(con)
+            con.execute("BEGIN TRANSACTION")
+            con.execute(
+                f"CREATE TEMP TABLE incoming_nodes AS SELECT {columns} FROM {MEMORY_TABLE} LIMIT 0"
+            )
+            con.executemany(f"INSERT INTO incoming_nodes VALUES ({placeholders})", rows)
+            con.execute(
+                f"INSERT OR REPLACE INTO {MEMORY_TABLE} ({columns}, built_at)"
+                f" SELECT {columns}, now() FROM incoming_nodes"
+            )
+            con.execute("DROP TABLE incoming_nodes")
+            con.execute("COMMIT")
+
+        for cid in sorted(stale):
+            col = self._collection(cid, create=False)
+            if col is not None:
+                _delete_ids(col, stale[cid])
+        self._drop_empty_contracts({b.contract_id for b in old.values()} - set(by_contract))
+
+    def delete(self, node_ids: Iterable[str]) -> list[str]:
+        """Remove nodes: rows first (readers stop accepting them), then their items."""
+        wanted = sorted(set(node_ids))
+        if not wanted:
+            return []
+        with connect(self.derived_db) as con:
+            old = read_built(con, wanted)
+            con.execute("BEGIN TRANSACTION")
+            con.execute(
+                f"DELETE FROM {MEMORY_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+                [wanted],
+            )
+            con.execute("COMMIT")
+        by_contract: dict[str, set[str]] = defaultdict(set)
+        for nid, built in old.items():
+            by_contract[built.contract_id].add(nid)
+        for cid in sorted(by_contract):
+            col = self._collection(cid, create=False)
+            if col is not None:
+                col.delete(where=_in("node_id", by_contract[cid]))
+        self._drop_empty_contracts(set(by_contract))
+        return sorted(old)
+
+    def _drop_empty_contracts(self, contract_ids: set[str]) -> None:
+        """A contract with no stored node left has its collection dropped."""
+        if not contract_ids:
+            return
+        with connect(self.derived_db) as con:
+            alive = {
+                r[0]
+                for r in con.execute(
+                    f"SELECT DISTINCT contract_id FROM {MEMORY_TABLE}"
+                    " WHERE contract_id IN (SELECT unnest(?::VARCHAR[]))",
+                    [sorted(contract_ids)],
+                ).fetchall()
+            }
+        for cid in sorted(contract_ids - alive):
+            self.vectors.drop(memory_collection_name(cid))
+
+    def clear(self) -> None:
+        """Drop the whole memory tree (a from-scratch rebuild; not atomic for readers)."""
+        with connect(self.derived_db) as con:
+            con.execute(f"DELETE FROM {MEMORY_TABLE}")
+        for name in self.vectors.list_names():
+            if name.startswith(f"{COLLECTION_PREFIX}-"):
+                self.vectors.drop(name)
+
+    def snapshot(self, with_embeddings: bool = True) -> StoreSnapshot:
+        with connect(self.derived_db) as con:
+            rows = con.execute(
+                f"SELECT {', '.join(CONTENT_COLUMNS)} FROM {MEMORY_TABLE} ORDER BY node_id"
+            ).fetchall()
+        collections = {}
+        for name in self.vectors.list_names():
+            if not name.startswith(f"{COLLECTION_PREFIX}-"):
+                continue
+            col = self.vectors.existing(name)
+            if col is None:
+                continue
+            include = ["documents", "metadatas"] + (["embeddings"] if with_embeddings else [])
+            got = col.get(include=include)  # type: ignore[arg-type]
+            embeddings = got.get("embeddings")
+            items = []
+            for i, iid in enumerate(got["ids"]):
+                vector = (
+                    np.asarray(embeddings[i], dtype=np.float32).tobytes()
+                    if with_embeddings and embeddings is not None
+                    else b""
+                )
+                items.append(
+                    (
+                        iid,
+                        (got["documents"] or [""])[i] or "",
+                        canonical_json(dict((got["metadatas"] or [{}])[i] or {})),
+                        vector,
+                    )
+                )
+            collections[name] = tuple(sorted(items))
+        return StoreSnapshot(tuple(tuple(r) for r in rows), collections)
+
+
+def _row(node: MemoryNode) -> tuple[Any, ...]:
+    p = node.placement
+    return (
+        p.node_id,
+        p.level,
+        p.contract_id,
+        p.seat_id if p.level != "contract" else None,
+        p.project_id,
+        p.parent_id,
+        p.label,
+        node.version,
+        node.facets_json(),
+        node.qa_json(),
+        node.summary_long,
+        node.summary_short,
+        node.children_json(),
+        len(node.search_items()),
+    )
+
+
+def _in(key: str, values: Iterable[str]) -> dict[str, Any]:
+    items = sorted(set(values))
+    return {key: items[0]} if len(items) == 1 else {key: {"$in": items}}
+
+
+def _delete_ids(col: Any, ids: list[str]) -> None:
+    for start in range(0, len(ids), _CHROMA_CHUNK):
+        col.delete(ids=ids[start : start + _CHROMA_CHUNK])

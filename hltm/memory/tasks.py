@@ -1,0 +1,19 @@
+"""The four memory tasks: prompt + output schema + offline handler, registered with the LLM layer."""
+
+from __future__ import annotations
+
+from hltm.llm import load_task
+from hltm.memory import offline
+from hltm.memory.models import AggregateOutput, FacetsOutput, QAOutput, SummaryOutput
+
+FACETS = load_task("facets", FacetsOutput, offline.facets)
+QA = load_task("qa", QAOutput, offline.qa)
+SUMMARY = load_task("summary", SummaryOutput, offline.summary)
+AGGREGATE = load_task("aggregate", AggregateOutput, offline.aggregate)
+
+PROJECT_TASKS = (FACETS, QA, SUMMARY)
+PARENT_TASKS = (AGGREGATE,)
+
+
+def prompt_versions() -> dict[str, str]:
+    return {t.name: t.version for t in (*PROJECT_TASKS, *PARENT_TASKS)}

@@ -1,0 +1,161 @@
+"""`source_changes`: turn source changes into one refresh run over exactly the affected chains.
+
+Each evaluation:
+
+1. reads the sources (read-only) and computes a cheap watermark over every table the memory tree
+   reads; if it and the build settings are unchanged since the cursor, it skips;
+2. otherwise computes the desired tree and every node's desired version from the sources (no LLM)
+   and diffs it against the versions stored in `memory_nodes` (read-only): added, changed, moved
+   and deleted projects, new or removed seats and contracts. A node whose version differs is
+   affected, and a change to a project changes its seat's and contract's versions, so the affected
+   set is always the changed leaves plus their ancestor chains — old and new parents for a move;
+3. adds / deletes dynamic partitions so they match the tree (≤ 25,000 requests per evaluation, the
+   rest on the next ticks), and requests one `refresh_memory_tree` run for the affected set, with
+   a deterministic run key (sha1 of the change set and the cursor's sequence number).
+
+Diffing against what is *stored* (not against the previous tick) makes the sensor self-healing:
+nodes a failed run left stale are requested again with the next change.
+"""
+
+import hashlib
+import json
+
+import dagster as dg
+
+from assets.memory import (
+    PARTITIONS,
+    REFRESH_TAG,
+    MemoryTreeResource,
+    current_hints,
+    refresh_memory_tree,
+    refresh_run_config,
+)
+from hltm.memory.build import version_config
+from hltm.memory.inputs import read_tree, sources_watermark
+from hltm.memory.models import LEVELS, split_node_id
+from hltm.memory.store import read_built
+from hltm.memory.tree import Tree, plan_changes
+from hltm.warehouse import connect
+from resources import LLMResource, WarehouseResource
+
+# Dagster's advice: at most 25k partition adds/deletes per sensor evaluation.
+MAX_PARTITION_REQUESTS = 25_000
+# Above this many affected nodes, the run rebuilds "everything stale" instead of carrying ids.
+MAX_IDS_IN_RUN_CONFIG = 5_000
+
+
+def _cursor(raw: str | None) -> dict[str, object]:
+    try:
+        value = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        value = {}
+    return value if isinstance(value, dict) else {}
+
+
+@dg.sensor(
+    name="source_changes",
+    job=refresh_memory_tree,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Detects added, changed, moved and deleted projects (and new or removed seats and "
+    "contracts) and requests one refresh of exactly the affected leaves and ancestor chains.",
+)
+def source_changes(
+    context: dg.SensorEvaluationContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    llm: LLMResource,
+    memory_tree: MemoryTreeResource,
+) -> dg.SensorResult | dg.SkipReason:
+    if not sources_db.path.exists():
+        return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
+    previous = _cursor(context.cursor)
+    hints = current_hints(derived_db, read_only=True)
+    config = version_config(llm.get().model, hints, memory_tree.config())
+    with connect(sources_db.path, read_only=True) as con:
+        con.execute("BEGIN TRANSACTION")
+        watermark = hashlib.sha1(sources_watermark(con).encode()).hexdigest()
+        unchanged = (
+            previous.get("watermark") == watermark
+            and previous.get("config") == config.digest
+            and not previous.get("partitions_pending")
+        )
+        if unchanged:
+            con.execute("COMMIT")
+            return dg.SkipReason("no source changes since the last evaluation")
+        source = read_tree(con)
+        con.execute("COMMIT")
+    tree = Tree.from_sources(source, config)
+    built = {}
+    if derived_db.path.exists():
+        with connect(derived_db.path, read_only=True) as con:
+            built = read_built(con)
+    plan = plan_changes(tree, built)
+
+    partition_requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]
+    partition_requests = []
+    budget = MAX_PARTITION_REQUESTS
+    pending = False
+    for level in LEVELS:
+        name = PARTITIONS[level].name
+        assert name is not None
+        existing = set(context.instance.get_dynamic_partitions(name))
+        wanted = {split_node_id(n)[1] for n in tree.ids(level)}
+        adds = sorted(wanted - existing)
+        deletes = sorted(existing - wanted)
+        if len(adds) + len(deletes) > budget:
+            pending = True
+        adds, deletes = adds[:budget], deletes[: max(0, budget - len(adds))]
+        budget -= len(adds) + len(deletes)
+        if adds:
+            partition_requests.append(
+                dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=adds)
+            )
+        if deletes:
+            partition_requests.append(
+                dg.DeleteDynamicPartitionsRequest(partitions_def_name=name, partition_keys=deletes)
+            )
+
+    sequence = int(str(previous.get("sequence", 0))) + 1
+    cursor = json.dumps(
+        {
+            "watermark": watermark,
+            "config": config.digest,
+            "sequence": sequence,
+            "partitions_pending": pending,
+        },
+        sort_keys=True,
+    )
+    if pending:
+        return dg.SensorResult(
+            dynamic_partitions_requests=partition_requests,
+            cursor=cursor,
+            skip_reason=f"adding/deleting partitions in batches of {MAX_PARTITION_REQUESTS}; "
+            "the refresh run follows once they are in place",
+        )
+    if plan.empty:
+        return dg.SensorResult(
+            dynamic_partitions_requests=partition_requests,
+            cursor=cursor,
+            skip_reason="sources changed, but every memory node is already current",
+        )
+    many = len(plan.rebuilds) + len(plan.deletes) > MAX_IDS_IN_RUN_CONFIG
+    run_key = plan.run_key(f"{config.digest}:{sequence}")
+    context.log.info(f"requesting a refresh: {plan.describe()} (run key {run_key[:12]})")
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(
+                run_key=run_key,
+                run_config=refresh_run_config(plan, all_stale=many),
+                tags={
+                    REFRESH_TAG: "sensor",
+                    "hltm/projects": str(len(plan.projects)),
+                    "hltm/seats": str(len(plan.seats)),
+                    "hltm/contracts": str(len(plan.contracts)),
+                    "hltm/deletes": str(len(plan.deletes)),
+                },
+            )
+        ],
+        dynamic_partitions_requests=partition_requests,
+        cursor=cursor,
+    )

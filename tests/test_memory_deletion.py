@@ -1,0 +1,95 @@
+"""Deletion reaches everything derived: a canary token placed in one project document shows up in
+that project's memory and its ancestors', and after the deletion and the sensor's refresh it is
+gone from every row of the memory store and every item of every Chroma collection."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from hltm.memory.scenarios import _ingest, read_world
+from hltm.settings import Settings
+from hltm.sources.ingest import delete_document, delete_project
+from hltm.vectors import _client
+from hltm.warehouse import connect
+from tests.test_memory_dagster import make_harness
+
+CANARY = "ZQX-CANARY-7781"
+
+
+def _rows_mentioning(settings: Settings, needle: str) -> set[str]:
+    with connect(settings.derived_db) as con:
+        rows = con.execute("SELECT * FROM memory_nodes").fetchall()
+    return {
+        str(r[0]) for r in rows if needle in json.dumps([str(v) for v in r], ensure_ascii=False)
+    }
+
+
+def _items_mentioning(settings: Settings, needle: str) -> set[str]:
+    """Node ids of Chroma items (any collection) whose id, document or metadata has `needle`."""
+    client = _client(settings)
+    found = set()
+    for col in client.list_collections():
+        got = client.get_collection(col.name).get(include=["documents", "metadatas"])
+        for iid, doc, meta in zip(
+            got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
+        ):
+            if needle in iid or needle in (doc or "") or needle in json.dumps(meta):
+                found.add(str((meta or {}).get("node_id", iid)))
+    return found
+
+
+def _plant_canary(settings: Settings, pid: str) -> str:
+    doc_id = f"{pid}-addendum"
+    text = (
+        f"Intake addendum: the hiring manager named the programme {CANARY}.\n"
+        f"Programme code: {CANARY}\n"
+        "The team works hybrid from Berlin."
+    )
+    _ingest(
+        settings.sources_db,
+        {
+            "project_documents": [
+                {"document_id": doc_id, "project_id": pid, "kind": "intake_notes", "text": text}
+            ]
+        },
+    )
+    return doc_id
+
+
+@pytest.mark.parametrize("what", ["project", "document"])
+def test_canary_is_gone_after_deletion(loaded_world: Settings, what: str) -> None:
+    # Support 1: every detail of a child reaches the parents — the worst case for deletion.
+    harness = make_harness(loaded_world, support_threshold=0.0, min_support=1)
+    world = read_world(loaded_world.sources_db)
+    pid = sorted(world.projects)[1]
+    seat = world.projects[pid]
+    chain = {f"project:{pid}", f"seat:{seat}", f"contract:{world.seats[seat]}"}
+    doc_id = _plant_canary(loaded_world, pid)
+
+    _, runs = harness.tick_and_run()
+    assert runs and runs[0].success
+    assert _rows_mentioning(loaded_world, CANARY) == chain
+    assert _items_mentioning(loaded_world, CANARY) == chain  # facet strings are embedded
+    assert _rows_mentioning(loaded_world, doc_id) == chain  # provenance reaches the root
+
+    if what == "project":
+        delete_project(loaded_world.sources_db, pid)
+    else:
+        delete_document(loaded_world.sources_db, doc_id)
+    result, runs = harness.tick_and_run()
+    assert isinstance(result, dg.SensorResult) and runs[0].success
+    config = result.run_requests[0].run_config["ops"]["plan_memory_refresh"]["config"]  # type: ignore[index]
+    assert config["seats"] == [f"seat:{seat}"]
+
+    for needle in (CANARY, doc_id):
+        assert _rows_mentioning(loaded_world, needle) == set(), needle
+        assert _items_mentioning(loaded_world, needle) == set(), needle
+    with connect(loaded_world.derived_db) as con:
+        nodes = {r[0] for r in con.execute("SELECT node_id FROM memory_nodes").fetchall()}
+    assert (f"project:{pid}" in nodes) == (what == "document")
+    projects = harness.instance.get_dynamic_partitions("projects")
+    assert (pid in projects) == (what == "document")
+    assert isinstance(harness.tick(), dg.SkipReason)

@@ -1,0 +1,152 @@
+"""The memory build through the real `openai` client against the local protocol server, which
+answers from the offline rules and misbehaves on request: transient faults are retried and
+leave no trace; a node whose output stays invalid fails with an error naming it, while every
+other node is stored and its own previous good version survives."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+
+import dagster as dg
+import pytest
+
+import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
+from hltm.llm import LLM, OpenAIBackend
+from hltm.memory import MemoryBuildError, builder_from_settings
+from hltm.memory.scenarios import change_project, read_world
+from hltm.settings import Settings
+from hltm.testing.openai_server import LocalOpenAIServer
+from tests.test_memory_dagster import make_harness
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalOpenAIServer]:
+    with LocalOpenAIServer() as running:
+        yield running
+
+
+@pytest.fixture
+def remote(loaded_world: Settings, server: LocalOpenAIServer) -> Settings:
+    server.clear_faults()
+    server.reset_stats()
+    return replace(
+        loaded_world,
+        llm_backend="openai",
+        openai_base_url=server.base_url,
+        llm_timeout_s=1.0,
+        llm_max_retries=2,
+    )
+
+
+def remote_builder(settings: Settings):  # type: ignore[no-untyped-def]
+    llm = LLM(backend=OpenAIBackend(settings, answer_backoff_s=0.01), model=settings.llm_model)
+    return builder_from_settings(settings, llm=llm)
+
+
+def _content(builder) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """What a node says (facets, QA, summaries), without versions, which name the model."""
+    nodes = builder.store.nodes(builder.store.built())
+    return [
+        (n.node_id, n.facets_json(), n.qa_json(), n.summary_long, n.summary_short)
+        for n in sorted(nodes.values(), key=lambda n: n.node_id)
+    ]
+
+
+def test_transient_faults_are_retried(remote: Settings, server: LocalOpenAIServer) -> None:
+    pids = sorted(read_world(remote.sources_db).projects)
+
+    def about(i: int) -> str:
+        return f'"project_id": "{pids[i]}"'
+
+    # One call meets three transport faults in a row (the SDK retries: 429, 500, a timeout)…
+    server.inject("http_429", times=1, match=about(0), retry_after_s=0.01)
+    server.inject("http_500", times=1, match=about(0), retry_after_s=0.01)
+    server.inject("timeout", times=1, match=about(0), delay_s=1.5)
+    # …and four others get one unusable answer each (we re-ask).
+    for i, kind in enumerate(["malformed_json", "truncated_json", "finish_length"], 1):
+        server.inject(kind, times=1, match=about(i))
+    server.inject("schema_violation", times=1, match=about(4))
+    builder = remote_builder(replace(remote, llm_max_retries=4))
+    report = builder.full_build()
+    report.raise_for_failures()
+    stats = server.stats
+    assert stats.faults_served == 7
+    world = read_world(remote.sources_db)
+    nodes = len(world.projects) + len(world.seats) + len(world.contracts)
+    calls = 3 * len(world.projects) + len(world.seats) + len(world.contracts)
+    assert len(report.rebuilt) == nodes
+    # HTTP faults are retried inside the SDK (one call for us); bad answers are re-asked by us.
+    assert stats.chat_requests == calls + 7
+    assert builder.llm.usage.calls == calls
+    assert builder.plan().empty
+
+    # The real client path yields the same memory as the offline backend, byte for byte.
+    offline = builder_from_settings(replace(remote, data_dir=remote.data_dir / "offline-copy"))
+    offline.sources_db = remote.sources_db
+    offline.full_build().raise_for_failures()
+    assert _content(builder) == _content(offline)
+
+
+def test_invalid_output_fails_only_its_node(remote: Settings, server: LocalOpenAIServer) -> None:
+    builder = remote_builder(remote)
+    builder.full_build().raise_for_failures()
+    world = read_world(remote.sources_db)
+    bad, good = sorted(world.projects)[0], sorted(world.projects)[-1]
+    before = builder.store.built()
+    old_bad = builder.store.nodes([f"project:{bad}"])[f"project:{bad}"]
+    for pid in (bad, good):
+        change_project(remote.sources_db, random.Random(3), project_id=pid)
+
+    # Every answer about the bad project stays unparsable, however often we ask.
+    server.inject("malformed_json", times="always", match=f'"project_id": "{bad}"')
+    report = builder.refresh()
+    failures = report.failures
+    assert [f.node_id for f in failures] == [f"project:{bad}"]
+    assert f"project:{bad}" in (failures[0].error or "") and "facets" in (failures[0].error or "")
+    with pytest.raises(MemoryBuildError, match=f"project:{bad}"):
+        report.raise_for_failures()
+
+    after = builder.store.built()
+    assert after[f"project:{bad}"].version == before[f"project:{bad}"].version
+    assert builder.store.nodes([f"project:{bad}"])[f"project:{bad}"] == old_bad
+    assert after[f"project:{good}"].version != before[f"project:{good}"].version
+    # Parents are built from the children that have a memory (the bad one's previous version):
+    # the good change reached its seat; the bad project's chain stays pending until it succeeds.
+    bad_seat, good_seat = f"seat:{world.projects[bad]}", f"seat:{world.projects[good]}"
+    assert bad_seat != good_seat
+    assert after[good_seat].version != before[good_seat].version
+    assert after[bad_seat].version == before[bad_seat].version
+    pending = builder.plan()
+    assert (pending.projects, pending.seats) == ([f"project:{bad}"], [bad_seat])
+    assert {n.node_id for n in report.rebuilt} >= {f"project:{good}"}
+    items = builder.store.snapshot(with_embeddings=False).collections
+    live = {(m.split("#")[0], m.split("#")[1]) for col in items.values() for m, *_ in col}
+    assert (f"project:{bad}", before[f"project:{bad}"].version) in live
+
+    server.clear_faults()
+    builder.refresh().raise_for_failures()
+    assert builder.plan().empty
+
+
+def test_refresh_run_fails_naming_the_node(remote: Settings, server: LocalOpenAIServer) -> None:
+    harness = make_harness(remote)
+    harness.tick_and_run()
+    world = read_world(remote.sources_db)
+    bad, good = sorted(world.projects)[2], sorted(world.projects)[-2]
+    for pid in (bad, good):
+        change_project(remote.sources_db, random.Random(4), project_id=pid)
+    server.inject("schema_violation", times="always", match=f'"project_id": "{bad}"')
+    result, runs = harness.tick_and_run()
+    assert isinstance(result, dg.SensorResult)
+    run = runs[0]
+    assert not run.success
+    failure = next(e for e in run.all_events if e.event_type_value == "STEP_FAILURE")
+    assert f"project:{bad}" in str(failure.event_specific_data)
+    keys = {
+        (e.asset_key.to_user_string(), e.materialization.partition)  # type: ignore[union-attr]
+        for e in run.get_asset_materialization_events()
+    }
+    assert ("project_memory", good) in keys and ("project_memory", bad) not in keys
+    server.clear_faults()
