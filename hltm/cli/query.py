@@ -87,8 +87,10 @@ def serve(host: str, port: int) -> None:
     from hltm.query.engine import QueryEngine
     from hltm.query.http import serve as run
 
+    engine = QueryEngine(settings())
+    engine.warm_up()
     click.echo(f"query endpoint on http://{host}:{port}/v1/ask (Ctrl-C to stop)")
-    run(QueryEngine(settings()), host=host, port=port)
+    run(engine, host=host, port=port)
 
 
 @click.group()

@@ -159,6 +159,13 @@ class QueryEngine:
         self.embed = QueryEmbeddings(self.embedder)
         self._lock = threading.RLock()
 
+    def warm_up(self) -> None:
+        """Load the embedding model and token encoding now, not on the first request."""
+        from hltm.tokens import encoding
+
+        self.embed(["query warm-up"])
+        encoding()
+
     # ---- scope -----------------------------------------------------------------------------
 
     def scope_for(
