@@ -150,3 +150,37 @@ def test_real_uvicorn_on_loopback_refuses_unknown_tokens(
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_cli_ask_json_and_token_management(
+    built_world: BuiltWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from hltm.cli import main
+
+    monkeypatch.setenv("HLTM_DATA_DIR", str(built_world.settings.data_dir))
+    monkeypatch.setenv("HLTM_LLM_BACKEND", "offline")
+    runner = CliRunner()
+    seat = built_world.seats()[0]
+    out = runner.invoke(main, ["ask", "--seat", seat, "Where do I usually hire?", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["identity"] == f"seat:{seat}" and data["citations"]
+    assert data["cost"]["llm_calls"] == 2
+    both = runner.invoke(main, ["ask", "--seat", seat, "--contract", "c01", "x?"])
+    assert both.exit_code != 0 and "exactly one" in both.output
+
+    created = runner.invoke(main, ["token", "create", "--seat", seat, "--label", "cli"])
+    assert created.exit_code == 0, created.output
+    token_id = created.output.split()[1]
+    listed = runner.invoke(main, ["token", "list"])
+    assert token_id in listed.output and "active" in listed.output
+    assert "hltm_" not in listed.output  # tokens are never shown again
+    assert runner.invoke(main, ["token", "revoke", token_id]).exit_code == 0
+    assert runner.invoke(main, ["token", "revoke", token_id]).exit_code != 0
+    unknown = runner.invoke(main, ["token", "create", "--seat", "no-such-seat"])
+    assert unknown.exit_code != 0 and "not a known seat" in unknown.output
