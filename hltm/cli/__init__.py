@@ -48,9 +48,9 @@ def dagster_home_command() -> None:
 
 
 def _register() -> None:
-    from hltm.cli import demo, query, sources
+    from hltm.cli import demo, judge, query, sources
 
-    for module in (sources, demo, query):
+    for module in (sources, demo, query, judge):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -526,20 +526,16 @@ class GoldenReport:
         return "\n".join(lines)
 
     def per_vacancy_table(self) -> str:
-        lines = [
-            "| vacancy | cosine closed | judge closed | cosine live | judge live |",
-            "|---|---|---|---|---|",
-        ]
+        """Strict · soft hits in each vacancy's top 10, every method, closed set and live pool."""
+        head = " | ".join(f"{m} {s}" for s in ("closed", "live") for m in METHODS)
+        lines = [f"| vacancy | {head} |", "|---" * (1 + 2 * len(METHODS)) + "|"]
         for vid in self.vacancies:
             cells = []
-            for setting, method in (
-                ("closed", "cosine"),
-                ("closed", "union+judge"),
-                ("live", "cosine"),
-                ("live", "union+judge"),
-            ):
-                h, s = self.precision[(setting, method, "strict")].per_vacancy.get(vid, (0, 0))
-                cells.append(f"{h}/{s}")
+            for setting in ("closed", "live"):
+                for method in METHODS:
+                    h, n = self.precision[(setting, method, "strict")].per_vacancy.get(vid, (0, 0))
+                    soft, _ = self.precision[(setting, method, "soft")].per_vacancy.get(vid, (0, 0))
+                    cells.append(f"{h} · {soft} /{n}")
             lines.append(f"| {vid} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 

@@ -280,7 +280,8 @@ def _pick_title(text: str, offset: int) -> tuple[str, tuple[int, int]] | None:
         s += part.find(stripped)
         e = s + len(stripped)
         score = _title_score(stripped)
-        if best is None or (score, e - s) > (best[0], best[2] - best[1]):
+        # higher score wins; on a tie the shorter part (no company name attached)
+        if best is None or (score, best[2] - best[1]) > (best[0], e - s):
             best = (score, s, e)
     if best is None or best[0] <= 0:
         return None

@@ -68,8 +68,6 @@ _DDL = (
     """,
 )
 
-_READY: set[int] = set()
-
 
 def ensure_judge_schema(con: duckdb.DuckDBPyConnection) -> None:
     for statement in _DDL:

