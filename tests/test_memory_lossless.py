@@ -116,3 +116,16 @@ def test_random_changes_refresh_to_a_full_rebuild(
         assert incremental.collections[name] == full.collections[name], name
     assert incremental == full
     assert incremental.text_dump() == full.text_dump()
+
+
+def test_parallel_workers_build_the_same_tree(loaded_world: Settings, tmp_path: Path) -> None:
+    serial = _builder(loaded_world, MemoryConfig(workers=1))
+    serial.full_build().raise_for_failures()
+    other = replace(loaded_world, data_dir=tmp_path / "parallel")
+    other.data_dir.mkdir(parents=True)
+    shutil.copy(loaded_world.sources_db, other.sources_db)
+    parallel = _builder(other, MemoryConfig(workers=4, batch_size=5))
+    report = parallel.full_build()
+    report.raise_for_failures()
+    assert parallel.store.snapshot() == serial.store.snapshot()
+    assert parallel.llm.usage.calls == report.totals()["llm_calls"] > 0

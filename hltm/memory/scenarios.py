@@ -127,13 +127,22 @@ def add_project(
     return [f"project:{pid}"]
 
 
+CHANGE_KINDS = ("edit", "title", "status", "add_doc", "drop_doc")
+
+
 def change_project(
-    sources_db: Path | str, rng: random.Random, project_id: str | None = None
+    sources_db: Path | str,
+    rng: random.Random,
+    project_id: str | None = None,
+    kind: str | None = None,
 ) -> list[str]:
+    """Edit a document, retitle, change status, add or drop a document (`kind`, or at random)."""
     world = read_world(sources_db)
     pid = project_id or rng.choice(sorted(world.projects))
     docs = sorted(d for d, p in world.documents.items() if p == pid)
-    kind = rng.choice(["edit", "edit", "title", "status", "add_doc", "drop_doc"])
+    kind = kind or rng.choice(["edit", "edit", "title", "status", "add_doc", "drop_doc"])
+    if kind not in CHANGE_KINDS:
+        raise ValueError(f"unknown change {kind!r}; expected one of {', '.join(CHANGE_KINDS)}")
     if kind == "drop_doc" and len(docs) > 1:
         delete_document(sources_db, rng.choice(docs))
     elif kind == "title" or (kind == "drop_doc") or (kind == "edit" and not docs):

@@ -288,6 +288,12 @@ class MemoryStore:
             by_contract[node.placement.contract_id].append((node, vectors))
         for cid in sorted(by_contract):
             col = self._collection(cid, create=True)
+            foreign = col.get(where={"contract_id": {"$ne": cid}}, limit=1, include=[])
+            if foreign["ids"]:
+                # Two contract ids that sanitise to one collection name: refuse to mix them.
+                raise ValueError(
+                    f"collection {col.name} already holds items of another contract than {cid!r}"
+                )
             ids: list[str] = []
             documents: list[str] = []
             metadatas: list[dict[str, Any]] = []
