@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from hltm.query.engine import QueryEngine
-from hltm.query.evaluation import evaluate
+from hltm.query.evaluation import ALL_SYSTEMS, evaluate
 from hltm.settings import Settings
 from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
 
@@ -25,6 +25,7 @@ class MemoryEvaluationConfig(dg.Config):
     world_dir: str = ""  # directory with ground_truth.json; default: <data dir>/world
     limit: int = 0  # at most N questions of each kind (0: all)
     leakage: bool = True
+    systems: list[str] = []  # only these systems (default: all, see hltm.query.evaluation)
 
 
 @dg.asset(
@@ -63,6 +64,7 @@ def memory_evaluation(
     report = evaluate(
         settings,
         world,
+        systems=config.systems or ALL_SYSTEMS,
         leakage=config.leakage,
         limit=config.limit or None,
         engine=engine,

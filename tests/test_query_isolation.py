@@ -161,7 +161,7 @@ def test_leakage_is_zero_at_every_level_while_unfiltered_rag_leaks(
     engine: QueryEngine,  # noqa: F811
     corpus: RawCorpus,
 ) -> None:
-    questions = leakage_questions(built_world.ground_truth, corpus, per_identity=3)
+    questions = leakage_questions(built_world.ground_truth, corpus, per_identity=2)
     assert {q.identity.level for q in questions} == {"contract", "seat", "project"}
     # Every question names another owner's project or recruiter.
     assert all(not corpus.node_in_scope(q.identity, q.names) for q in questions)

@@ -23,9 +23,9 @@ def test_identity_parsing_and_node_ids():
 
 def test_scope_filters_are_the_subtree_and_nothing_wider():
     seat = Scope(Identity("seat", "s1"), "c1", "s1")
-    assert seat.chroma_where(kind="qa") == {
-        "$and": [{"contract_id": "c1"}, {"seat_id": "s1"}, {"kind": "qa"}]
-    }
+    # Inside the contract's own collection the narrowest id is the filter.
+    assert seat.chroma_where(kind="qa") == {"$and": [{"seat_id": "s1"}, {"kind": "qa"}]}
+    assert seat.chroma_where() == {"seat_id": "s1"}
     assert seat.sql_predicate("m") == ("(m.contract_id = ? AND m.seat_id = ?)", ["c1", "s1"])
     assert seat.admits("c1", "s1", "p1") and seat.admits("c1", "s1", None)
     assert not seat.admits("c1", "", None)  # its contract node is above it
@@ -36,16 +36,11 @@ def test_scope_filters_are_the_subtree_and_nothing_wider():
     assert not project.admits("c1", "s1", None)  # its seat
     assert not project.admits("c1", "s1", "p2")  # a sibling project
     assert project.chroma_where(kind="facet", level=["project"]) == {
-        "$and": [
-            {"contract_id": "c1"},
-            {"seat_id": "s1"},
-            {"project_id": "p1"},
-            {"kind": "facet"},
-            {"level": "project"},
-        ]
+        "$and": [{"project_id": "p1"}, {"kind": "facet"}, {"level": "project"}]
     }
 
     contract = Scope(Identity("contract", "c1"), "c1")
+    assert contract.chroma_where() == {"contract_id": "c1"}
     assert contract.contains(seat) and contract.contains(project) and seat.contains(project)
     assert not seat.contains(contract) and not project.contains(seat)
     assert not seat.contains(Scope(Identity("seat", "s2"), "c1", "s2"))

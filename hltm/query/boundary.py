@@ -51,7 +51,6 @@ class Hit:
     kind: str
     index: int
     score: float  # cosine similarity (1 - cosine distance)
-    document: str
     field: str = ""
 
 
@@ -102,6 +101,7 @@ class ScopedMemory:
         self.con = con
         self.levels = tuple(levels) if levels else None
         self.stats = BoundaryStats()
+        self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
         self._has_table = table_exists(con, MEMORY_TABLE)
         self._collection = None
         if not scope.empty and vectors is not None and scope.contract_id is not None:
@@ -116,14 +116,22 @@ class ScopedMemory:
 
     # ---- vector search ---------------------------------------------------------------------
 
-    def search(self, kind: str, queries: np.ndarray, n: int) -> list[list[Hit]]:
-        """For each query vector, up to `n` nearest items of `kind` in the subtree, best first."""
-        if kind not in KINDS:
+    def search(self, kind: str | None, queries: np.ndarray, n: int) -> list[list[Hit]]:
+        """For each query vector, up to `n` nearest items in the subtree, best first: of one
+        `kind`, or of every kind (`kind=None`, one cheaper call; the caller splits by kind).
+
+        The subtree filter is always in the `where`; a kind filter is added only when asked
+        (Chroma's filter cost grows with the number of items a clause matches, and a kind
+        matches a third of the collection)."""
+        if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown item kind {kind!r}")
         queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if self._collection is None or len(queries) == 0 or n <= 0:
+            self.last_exhausted = [True] * len(queries)
             return [[] for _ in range(len(queries))]
-        extra: dict[str, Any] = {"kind": kind}
+        extra: dict[str, Any] = {}
+        if kind is not None:
+            extra["kind"] = kind
         if self.levels is not None:
             extra["level"] = list(self.levels)
         where = self.scope.chroma_where(**extra)
@@ -131,33 +139,31 @@ class ScopedMemory:
             query_embeddings=queries,
             n_results=n,
             where=where,
-            include=["metadatas", "distances", "documents"],
+            include=["metadatas", "distances"],
         )
         self.stats.chroma_queries += 1
-        raw: list[list[tuple[dict[str, Any], float, str]]] = []
-        for metas, dists, docs in zip(
-            result["metadatas"] or [],
-            result["distances"] or [],
-            result["documents"] or [],
-            strict=True,
-        ):
+        raw: list[list[tuple[dict[str, Any], float]]] = []
+        for metas, dists in zip(result["metadatas"] or [], result["distances"] or [], strict=True):
             row = []
-            for meta, dist, doc in zip(metas, dists, docs, strict=True):
+            for meta, dist in zip(metas, dists, strict=True):
                 meta = dict(meta or {})
-                if not self.scope.admits_metadata(meta) or meta.get("kind") != kind:
+                if not self.scope.admits_metadata(meta):
                     raise IsolationError(
                         f"Chroma returned {meta.get('node_id')!r} outside {self.scope.identity}"
                     )
+                if kind is not None and meta.get("kind") != kind:
+                    raise IsolationError(f"Chroma ignored the kind filter for {meta}")
                 if not self._level_ok(str(meta.get("level"))):
                     raise IsolationError(f"Chroma ignored the level filter for {meta}")
-                row.append((meta, float(dist), doc or ""))
+                row.append((meta, float(dist)))
             raw.append(row)
             self.stats.items_seen += len(row)
-        current = self.versions({str(m["node_id"]) for row in raw for m, _, _ in row})
+        self.last_exhausted = [len(row) < n for row in raw]
+        current = self.versions({str(m["node_id"]) for row in raw for m, _ in row})
         hits: list[list[Hit]] = []
         for row in raw:
             kept = []
-            for meta, dist, doc in row:
+            for meta, dist in row:
                 node_id = str(meta["node_id"])
                 if current.get(node_id) != meta.get("node_version"):
                     self.stats.stale_items_dropped += 1
@@ -166,10 +172,9 @@ class ScopedMemory:
                     Hit(
                         node_id=node_id,
                         level=str(meta.get("level")),
-                        kind=kind,
+                        kind=str(meta.get("kind")),
                         index=int(meta.get("index", 0) or 0),
                         score=1.0 - dist,
-                        document=doc,
                         field=str(meta.get("field") or ""),
                     )
                 )

@@ -38,7 +38,7 @@ class RetrievalConfig:
     k_summary: int = 3
     facet_per_node: int = 2  # nearest facets averaged per node and query pair
     qa_per_node: int = 2  # QA pairs a QA-hit node brings
-    pool: int = 80  # nearest items fetched per small query before grouping by node
+    pool: int = 80  # nearest items (all kinds) fetched per query vector before grouping
     max_facets_per_node: int = 24  # facets a node brings when the question names no field
     retrievers: tuple[str, ...] = RETRIEVERS
     levels: tuple[str, ...] | None = None  # None: every depth (collapsed tree)
@@ -141,6 +141,32 @@ def _top(ranked: list[Ranked], k: int) -> list[Ranked]:
     return sorted(ranked, key=lambda r: (-r.score, r.node_id))[:k]
 
 
+def _nodes(hits: list[Hit]) -> int:
+    return len({h.node_id for h in hits})
+
+
+def _search_all_kinds(
+    memory: ScopedMemory, vectors: np.ndarray, wants: list[dict[str, int]], n: int
+) -> list[dict[str, list[Hit]]]:
+    """For each vector, its nearest items split by kind, from ONE subtree-filtered call; a kind
+    left with fewer distinct nodes than `wants[i][kind]` is re-asked with a kind filter.
+
+    The split is exact: among the n nearest items of all kinds, the m items of one kind are that
+    kind's m nearest. Only when a kind is crowded out (and the subtree holds more than n items)
+    does a second, kind-filtered call run.
+    """
+    mixed = memory.search(None, vectors, n)
+    exhausted = memory.last_exhausted
+    out: list[dict[str, list[Hit]]] = []
+    for i, hits in enumerate(mixed):
+        split = {kind: [h for h in hits if h.kind == kind] for kind in wants[i]}
+        for kind, need in sorted(wants[i].items()):
+            if not exhausted[i] and _nodes(split[kind]) < need:
+                (split[kind],) = memory.search(kind, vectors[i : i + 1], n)
+        out.append(split)
+    return out
+
+
 def retrieve(
     memory: ScopedMemory,
     embed: QueryEmbeddings,
@@ -154,15 +180,21 @@ def retrieve(
     started = time.perf_counter()
     need_question = bool(use & {"qa", "summary"}) or not pair_queries
     vectors = embed(([question] if need_question else []) + pair_queries)
-    question_vec = vectors[:1] if need_question else None
-    pair_vecs = vectors[1 if need_question else 0 :] if pair_queries else None
     out.embed_s = time.perf_counter() - started
 
     started = time.perf_counter()
+    k = {"facet": config.k_facet, "qa": config.k_qa, "summary": config.k_summary}
+    wants: list[dict[str, int]] = []
+    if need_question:
+        kinds = use & {"qa", "summary"} | ({"facet"} if not pair_queries else set())
+        wants.append({kind: k[kind] for kind in kinds & use})
+    wants += [{"facet": config.k_facet} for _ in pair_queries]
+    found = _search_all_kinds(memory, vectors, wants, config.pool)
+    question_hits = found[0] if need_question else {}
+    pair_hits = [f["facet"] for f in found[1 if need_question else 0 :]]
+
     if "facet" in use:
-        queries = pair_vecs if pair_vecs is not None else question_vec
-        assert queries is not None
-        per_query = memory.search("facet", queries, config.pool)
+        per_query = pair_hits if pair_queries else [question_hits.get("facet", [])]
         totals: dict[str, float] = defaultdict(float)
         matched: dict[str, list[Hit]] = defaultdict(list)
         levels: dict[str, str] = {}
@@ -178,8 +210,7 @@ def retrieve(
             for nid in totals
         ]
         out.facet = _top(ranked, config.k_facet)
-    if "qa" in use and question_vec is not None:
-        (hits,) = memory.search("qa", question_vec, config.pool)
+    if "qa" in use:
         ranked = [
             Ranked(
                 nid,
@@ -188,14 +219,13 @@ def retrieve(
                 [h.index for h in items[: config.qa_per_node]],
                 [h.score for h in items[: config.qa_per_node]],
             )
-            for nid, items in _group_max(hits).items()
+            for nid, items in _group_max(question_hits.get("qa", [])).items()
         ]
         out.qa = _top(ranked, config.k_qa)
-    if "summary" in use and question_vec is not None:
-        (hits,) = memory.search("summary", question_vec, max(config.k_summary * 4, 12))
+    if "summary" in use:
         ranked = [
             Ranked(nid, items[0].level, items[0].score, [items[0].index])
-            for nid, items in _group_max(hits).items()
+            for nid, items in _group_max(question_hits.get("summary", [])).items()
         ]
         out.summary = _top(ranked, config.k_summary)
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}

@@ -99,8 +99,15 @@ class Scope:
         return conditions
 
     def chroma_where(self, **extra: str | list[str]) -> dict[str, Any]:
-        """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`)."""
-        clauses: list[dict[str, Any]] = [{k: v} for k, v in self._conditions()]
+        """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`).
+
+        It names the narrowest id only (`seat_id = s`, not also `contract_id = c`): the query
+        runs inside the contract's own collection, which is the contract condition, and Chroma's
+        filter cost grows with how many items a clause matches — a contract clause matches the
+        whole collection. Every hit is still checked against all three ids (`admits_metadata`).
+        """
+        column, value = self._conditions()[-1]
+        clauses: list[dict[str, Any]] = [{column: value}]
         for key, value in extra.items():
             if isinstance(value, list | tuple):
                 values = sorted(set(value))
