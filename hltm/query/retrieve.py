@@ -14,6 +14,11 @@ retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
 
 The context is a combination of content kinds, not a trained ranker. Ablations switch retrievers
 off (`retrievers`) or restrict depths (`levels=("project",)`: leaf-only, no aggregation).
+
+Cost: the question and every pair are embedded in one batch and searched in ONE Chroma call
+filtered by the subtree only; hits are split by kind afterwards (exact: the m items of a kind
+among the n nearest of all kinds are that kind's m nearest). A kind crowded out of those n (the
+one-per-node summaries in a large contract, typically) is re-asked with a kind filter.
 """
 
 from __future__ import annotations
