@@ -232,7 +232,7 @@ def tender_table(rows: Sequence[TenderRow], cosine: tuple[float, float] | None =
 def plot_tender(rows: Sequence[TenderRow], path: Path, cosine: tuple[float, float] | None) -> Path:
     from hltm.judge.stats import _figure  # Agg canvas, no pyplot state
 
-    fig = _figure(7.5, 4.0)
+    fig = _figure(7.5, 4.8)
     ax = fig.add_subplot()
     names = [r.model for r in rows]
     metrics = {
@@ -252,7 +252,7 @@ def plot_tender(rows: Sequence[TenderRow], path: Path, cosine: tuple[float, floa
     ax.set_ylim(0, 105)
     ax.set_ylabel("%")
     ax.set_title("Model tender on the golden set")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     return path
