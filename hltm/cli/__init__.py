@@ -48,9 +48,9 @@ def dagster_home_command() -> None:
 
 
 def _register() -> None:
-    from hltm.cli import demo, judge, query, sources
+    from hltm.cli import analysis, demo, judge, query, sources
 
-    for module in (sources, demo, query, judge):
+    for module in (sources, demo, query, analysis, judge):
         for command in module.COMMANDS:
             main.add_command(command)
 
