@@ -20,6 +20,7 @@
 All the work is done by `hltm.judge.service`; this module wires resources and events.
 """
 
+import os
 from typing import Any
 
 import dagster as dg
@@ -28,15 +29,24 @@ from dagster import AssetExecutionContext, OpExecutionContext
 from assets.sources import source_key
 from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import load_vacancies
-from hltm.judge.gate import GateDecision
-from hltm.judge.journal import JournalEntry, verify_chain
-from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS, Budget, JudgeReport
+from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
+from hltm.judge.gate import GATE_MIN_SURVIVAL, GateDecision
+from hltm.judge.journal import JournalEntry, config_gate, verify_chain
+from hltm.judge.pipeline import (
+    DEFAULT_BUDGET,
+    DEFAULT_WORKERS,
+    Budget,
+    JudgeConfig,
+    JudgeReport,
+    judge_config,
+)
 from hltm.judge.service import JudgeEnv, PoolResult, judge_all
 from hltm.judge.service import build_vacancy_pool as _build_pool
 from hltm.judge.service import gate as _gate
 from hltm.judge.service import judge_vacancy as _judge
 from hltm.judge.service import publish_vacancy as _publish
 from hltm.judge.service import refresh_index as _refresh
+from hltm.warehouse import connect
 from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
 
 JUDGE_GROUP = "judge"
@@ -44,12 +54,24 @@ VACANCIES = dg.DynamicPartitionsDefinition(name="vacancies")
 
 
 class JudgeSettingsResource(dg.ConfigurableResource):
-    """Budget, workers and pool sizes of the judge (the nightly run and the assets agree)."""
+    """Budget, workers, pool sizes and extra formal-item patterns of the judge (the nightly run
+    and the assets agree). Defaults come from HLTM_JUDGE_BUDGET, HLTM_JUDGE_WORKERS and
+    HLTM_JUDGE_FORMAL_PATTERNS (extra regular expressions, one per line)."""
 
     budget: int = DEFAULT_BUDGET  # cold evaluations per run
     workers: int = DEFAULT_WORKERS
     k_vector: int = K_VECTOR
     k_bm25: int = K_BM25
+    extra_formal_patterns: list[str] = []
+
+    @classmethod
+    def from_env(cls) -> "JudgeSettingsResource":
+        extra = os.environ.get("HLTM_JUDGE_FORMAL_PATTERNS", "")
+        return cls(
+            budget=int(os.environ.get("HLTM_JUDGE_BUDGET") or DEFAULT_BUDGET),
+            workers=int(os.environ.get("HLTM_JUDGE_WORKERS") or DEFAULT_WORKERS),
+            extra_formal_patterns=[line.strip() for line in extra.splitlines() if line.strip()],
+        )
 
 
 def make_env(
@@ -70,6 +92,7 @@ def make_env(
         reasoning_effort=llm.reasoning_effort,
         k_vector=judge.k_vector,
         k_bm25=judge.k_bm25,
+        formal_patterns=(*DEFAULT_FORMAL_PATTERNS, *judge.extra_formal_patterns),
     )
 
 
@@ -101,12 +124,12 @@ def judge_metadata(report: JudgeReport) -> dict[str, Any]:
     return meta
 
 
-def gate_metadata(decision: GateDecision, env: JudgeEnv) -> dict[str, Any]:
+def gate_metadata(decision: GateDecision, config: JudgeConfig) -> dict[str, Any]:
     return {
         "survival_rate": round(decision.rate, 4),
-        "minimum": 0.9,
+        "minimum": GATE_MIN_SURVIVAL,
         "decision": decision.reason,
-        **env.config.as_metadata(),
+        **config.as_metadata(),
     }
 
 
@@ -211,20 +234,14 @@ def judge_scores(
     description="Config gate: at least 90% of the quotes this judge configuration gave on "
     "mandatory requirements must survive validation, or rankings are not published.",
 )
-def judge_quote_gate(
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
-) -> dg.AssetCheckResult:
-    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
-    decision = _gate(env)
+def judge_quote_gate(derived_db: WarehouseResource, llm: LLMResource) -> dg.AssetCheckResult:
+    config = judge_config(llm.judge(), llm.reasoning_effort)
+    with connect(derived_db.path) as con:
+        decision = config_gate(con, config)
     return dg.AssetCheckResult(
         passed=decision.passed,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata=gate_metadata(decision, env),
+        metadata=gate_metadata(decision, config),
         description=decision.reason,
     )
 
@@ -251,7 +268,7 @@ def rankings(
     try:
         entry = _publish(env, vacancy, run_id=context.run_id)
     except PermissionError as err:
-        raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env)) from None
+        raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env.config)) from None
     return dg.MaterializeResult(metadata=ranking_metadata(entry))
 
 
@@ -380,7 +397,7 @@ def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> 
                     asset_key=SCORES_KEY,
                     check_name="judge_quote_gate",
                     passed=summary.gate.passed,
-                    metadata=gate_metadata(summary.gate, env),
+                    metadata=gate_metadata(summary.gate, env.config),
                     partition=vid,
                     severity=dg.AssetCheckSeverity.ERROR,
                     description=summary.gate.reason,
@@ -422,4 +439,4 @@ judge_vacancy_job = dg.define_asset_job(
 JUDGE_ASSETS = [resume_index, candidate_pools, judge_scores, rankings, golden_evaluation]
 JUDGE_CHECKS = [judge_quote_gate, ranking_journal_chain, golden_pins]
 JUDGE_JOBS = [judge_refresh_job, judge_vacancy_job]
-JUDGE_RESOURCES = {"judge": JudgeSettingsResource()}
+JUDGE_RESOURCES = {"judge": JudgeSettingsResource.from_env()}

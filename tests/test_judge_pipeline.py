@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hltm.judge.data import Resume, Vacancy
+from hltm.judge.data import Requirement, Resume, Vacancy
 from hltm.judge.journal import (
     config_gate,
     journal_entries,
@@ -265,3 +265,23 @@ def test_cli_reconstructs_as_of_and_verifies_the_journal(settings) -> None:  # t
     assert broken.exit_code == 1 and "seq 2" in broken.output
     early = runner.invoke(main, ["judge", "as-of", "vac-1", "--at", "2026-01-01"])
     assert early.exit_code == 1
+
+
+def test_formal_item_list_is_configurable(db: Path) -> None:
+    from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
+
+    vacancy = Vacancy(
+        "vac-2", 1, VACANCY.title, VACANCY.text,
+        (*VACANCY.requirements, Requirement("q5", "Willing to wear the company t-shirt", True)),
+    )  # fmt: skip
+    llm = _llm(CountingBackend())
+    default = judge_pool(db, llm, vacancy, POOL[:2])
+    assert default.formal_dropped == 0  # the offline judge already skips the NDA item
+    custom = judge_pool(
+        tmp := db.with_name("custom.duckdb"), llm, vacancy, POOL[:2],
+        formal_patterns=(*DEFAULT_FORMAL_PATTERNS, r"company t-shirt"),
+    )  # fmt: skip
+    assert custom.formal_dropped == 2  # one item per pair, dropped before validation
+    with connect(tmp) as con:
+        verdict = json.loads(con.execute("SELECT verdict FROM judge_scores LIMIT 1").fetchone()[0])
+    assert "q5" not in {c["requirement_id"] for c in verdict["checklist"]}

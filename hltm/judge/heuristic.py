@@ -302,7 +302,7 @@ def _position_quote(view: _ResumeView, index: int) -> str:
     start, end = pos.line.content_span()
     # the dates may sit on the next line ("Senior X — Acme\n2021-03 – present")
     rest = text[end:]
-    nxt = re.match(r"[ \t]*\n([^\n]*)", rest)
+    nxt = re.match(r"[ \t]*\n([^\n]*\S)", rest)
     if nxt and pos.line.kind == "header":
         end = end + nxt.end(1)
     return _quote(text, start, end, pos.title_span)
@@ -454,7 +454,10 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
         match = _title_overlap(vacancy.get("title") or "", role.recent_titles)
     else:
         match = role.match(vac.family)
-    actual = FAMILY_BY_NAME[role.top].label if role.top else "unclear"
+    if role.top:
+        actual = FAMILY_BY_NAME[role.top].label
+    else:  # a job outside the lexicon: say what the latest title is
+        actual = role.recent_titles[0] if role.recent_titles else "unclear"
     titles = "; ".join(role.recent_titles[:3]) or "no dated positions"
     role_score = _clamp(100 * match)
     if match >= SAME_ROLE:

@@ -262,7 +262,9 @@ def _pieces(text: str, base: int, splitter: re.Pattern[str]) -> list[tuple[int, 
     return out
 
 
-def _pick_title(text: str, offset: int) -> tuple[str, tuple[int, int]] | None:
+def _pick_title(
+    text: str, offset: int, plain_ok: bool = False
+) -> tuple[str, tuple[int, int]] | None:
     """The most title-like part of ``text`` (a header or anchor line without its dates).
 
     Parts are taken between strong separators ("—", "·", "|", " at ") and, as alternatives,
@@ -283,8 +285,21 @@ def _pick_title(text: str, offset: int) -> tuple[str, tuple[int, int]] | None:
         # higher score wins; on a tie the shorter part (no company name attached)
         if best is None or (score, best[2] - best[1]) > (best[0], e - s):
             best = (score, s, e)
-    if best is None or best[0] <= 0:
+    if best is None:
         return None
+    if best[0] <= 0:
+        if not plain_ok:
+            return None
+        # No recognisable job title (a cook, a nurse…): the first part, by convention the title.
+        first = next((p for p in _pieces(text, base, _SPLIT_RE) if text[p[0] : p[1]].strip()), None)
+        if first is None:
+            return None
+        part = text[first[0] : first[1]]
+        stripped = part.strip(" ,;:()[]")
+        s0 = first[0] + part.find(stripped)
+        if not stripped or len(stripped) > 80:
+            return None
+        return stripped, (offset + s0, offset + s0 + len(stripped))
     return text[best[1] : best[2]], (offset + best[1], offset + best[2])
 
 
@@ -355,16 +370,27 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
         rest = ln.text[: m.start()] + " " * (m.end() - m.start()) + ln.text[m.end() :]
         picked = _pick_title(rest, ln.start)
         title_line = ln
-        if picked is None and i > 0:
-            j = i - 1
-            while j >= 0 and not lines[j].text.strip():
-                j -= 1
-            if j >= 0 and j not in anchor_rows and lines[j].kind in ("other", "body"):
-                prev = lines[j]
-                picked = _pick_title(prev.text, prev.start)
+        above = i - 1
+        while above >= 0 and not lines[above].text.strip():
+            above -= 1
+        header_ok = (
+            above >= 0
+            and above not in anchor_rows
+            and lines[above].kind in ("other", "body")
+            and not _BULLET_RE.match(lines[above].text)
+        )
+        for plain in (False, True):
+            if picked is not None:
+                break
+            if plain:  # no recognisable title anywhere: the anchor line's own first part
+                picked = _pick_title(rest, ln.start, plain_ok=True)
+                header_ok = header_ok and above > 0  # the first line of a resume is a name
+            if picked is None and header_ok:
+                prev = lines[above]
+                picked = _pick_title(prev.text, prev.start, plain_ok=plain)
                 if picked is not None:
                     prev.kind = "header"
-                    header_rows.add(j)
+                    header_rows.add(above)
                     title_line = prev
         if picked is None:
             continue

@@ -26,6 +26,7 @@ from hltm.judge.candidates import (
     vector_search,
 )
 from hltm.judge.data import Resume, Vacancy, load_resumes, load_vacancies
+from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GateDecision
 from hltm.judge.journal import JournalEntry, config_gate, publish_ranking
 from hltm.judge.pipeline import (
@@ -69,6 +70,7 @@ class JudgeEnv:
     reasoning_effort: str | None = None
     k_vector: int = K_VECTOR
     k_bm25: int = K_BM25
+    formal_patterns: tuple[str, ...] = DEFAULT_FORMAL_PATTERNS
 
     @property
     def config(self) -> JudgeConfig:
@@ -176,7 +178,7 @@ def judge_vacancy(
     pool = load_pool(env, vacancy) if pool is None else pool
     return judge_pool(
         env.derived_db, env.llm, vacancy, pool, config=env.config, budget=budget,
-        workers=workers, run_id=run_id, on_result=on_result,
+        workers=workers, run_id=run_id, formal_patterns=env.formal_patterns, on_result=on_result,
     )  # fmt: skip
 
 
