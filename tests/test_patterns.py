@@ -138,6 +138,27 @@ def test_log_rows_are_accepted_and_asked_fields_from_the_parser_count() -> None:
     assert template.slots == ("number",) and not template.releasable
 
 
+def test_near_identical_templates_merge_but_different_meanings_do_not(settings) -> None:  # type: ignore[no-untyped-def]
+    from hltm.embeddings import make_embedder
+
+    records = [
+        QueryRecord("seat:a", "Which work mode do I prefer for backend engineers?"),
+        QueryRecord("seat:b", "Which work mode do I prefer for data analysts?"),
+        QueryRecord("seat:c", "Which work mode do we prefer for QA engineers?"),
+        QueryRecord("seat:a", "Which skills are required for the QA engineer role?"),
+        QueryRecord("seat:b", "Which skills are required for the data analyst role?"),
+        QueryRecord("seat:c", "Which skills are nice to have for the iOS developer role?"),
+    ]
+    patterns = mine(records, MiningConfig(min_support=3), embedder=make_embedder(settings))
+    templates = {p.text: (p.support, p.variants) for p in patterns if p.kind == "template"}
+    assert templates == {
+        "Which work mode do I prefer for {title}?": (
+            3,
+            ("which work mode do we prefer for {title}",),
+        )
+    }
+
+
 # ---- approval flow ------------------------------------------------------------------------------
 
 

@@ -78,7 +78,7 @@ class PatternSettings:
     min_support: int = 3
     auto_approve: bool = False
     window_days: int = 0  # only queries of the last N days (0: the whole log)
-    merge_cosine: float = 0.95  # near-identical templates merged (needs an embedder)
+    merge_cosine: float = 0.98  # near-identical templates merged (needs an embedder)
     cron: str = "0 3 * * 1"  # the mining schedule (Mondays 03:00)
 
     @classmethod

@@ -79,7 +79,7 @@ _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class MiningConfig:
     min_support: int = 3  # distinct identities a pattern needs
     max_examples: int = 5  # original questions kept per pattern, for the person approving it
-    merge_cosine: float = 0.95  # near-identical templates merged (only with an embedder)
+    merge_cosine: float = 0.98  # near-identical templates merged (only with an embedder)
     # Which known facet values may become slots: long enough to be an entity, not a number.
     min_known_value_chars: int = 3
     max_known_value_chars: int = 80
@@ -508,6 +508,16 @@ class _Embed(Protocol):
     def query(self, text: str) -> np.ndarray: ...
 
 
+def _vectors(embedder: Any, texts: list[str]) -> np.ndarray:
+    """Template vectors: one batched, cached `passages` call when the embedder has one (the
+    project's `CachedEmbedder` caches by text hash, so re-mining costs nothing), else queries."""
+    if hasattr(embedder, "passages"):
+        vectors = np.asarray(embedder.passages(texts), dtype=np.float32)
+    else:
+        vectors = np.stack([np.asarray(embedder.query(t), dtype=np.float32) for t in texts])
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
 def _surface(forms: Counter[str]) -> str:
     return sorted(forms.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
@@ -556,26 +566,38 @@ def _seen(group: Any, when: Any) -> None:
         group.last_seen = when
 
 
+def _shape(group: _Group) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(sorted(group.slots)), group.asked[:1]
+
+
 def _merge_similar(groups: list[_Group], embedder: _Embed, config: MiningConfig) -> list[_Group]:
-    """Greedy: the best-supported group absorbs near-identical ones with the same shape."""
+    """Greedy: the best-supported group absorbs near-identical ones of the same shape (slots and
+    answer field). Only groups sharing a shape with another group are embedded at all."""
     ordered = sorted(groups, key=lambda g: (-len(g.identities), -g.occurrences, g.key))
-    vectors = np.stack([np.asarray(embedder.query(g.key), dtype=np.float32) for g in ordered])
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    kept: list[int] = []
+    by_shape: dict[tuple[Any, ...], list[_Group]] = defaultdict(list)
+    for g in ordered:
+        by_shape[_shape(g)].append(g)
+    candidates = [g for g in ordered if len(by_shape[_shape(g)]) > 1]
+    if not candidates:
+        return ordered
+    index = {id(g): i for i, g in enumerate(candidates)}
+    vectors = _vectors(embedder, [g.key for g in candidates])
     absorbed: set[int] = set()
-    for i, group in enumerate(ordered):
-        if i in absorbed:
+    out: list[_Group] = []
+    for group in ordered:
+        if id(group) in absorbed:
             continue
-        kept.append(i)
-        shape = (tuple(sorted(group.slots)), group.asked[:1])
-        for j in range(i + 1, len(ordered)):
-            other = ordered[j]
-            if j in absorbed or (tuple(sorted(other.slots)), other.asked[:1]) != shape:
+        out.append(group)
+        if id(group) not in index:
+            continue
+        i = index[id(group)]
+        for other in by_shape[_shape(group)]:
+            if other is group or id(other) in absorbed or index[id(other)] <= i:
                 continue
-            if float(vectors[i] @ vectors[j]) >= config.merge_cosine:
+            if float(vectors[i] @ vectors[index[id(other)]]) >= config.merge_cosine:
                 group.absorb(other, config.max_examples)
-                absorbed.add(j)
-    return [ordered[i] for i in kept]
+                absorbed.add(id(other))
+    return out
 
 
 def mine(
