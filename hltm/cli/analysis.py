@@ -27,6 +27,8 @@ def _print_patterns(rows, as_json: bool) -> None:  # type: ignore[no-untyped-def
         return
     for p in rows:
         flag = "" if p.current else " (below min support now)"
+        if not p.releasable:
+            flag += " (not releasable: no answer field or a slot facets cannot fill)"
         answers = f" → {p.answer_field}" if p.kind == "template" and p.answer_field else ""
         click.echo(
             f"{p.pattern_id}  {p.status:<8}  support {p.support:>3} ({p.occurrences} uses)  "
@@ -183,9 +185,12 @@ def probe_command(
 ) -> None:
     """The monthly recall probe: candidates from outside each pool (archive included), judged
     through the score cache; lists only displacing finds."""
+    import logging
     from datetime import date
 
     from hltm.analysis import probe
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     from hltm.judge.pipeline import judge_config
     from hltm.llm import make_llm
 
