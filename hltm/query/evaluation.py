@@ -339,6 +339,7 @@ def score_system(
     judge: bool,
 ) -> SystemScores:
     scores = SystemScores(name)
+    engine.embed.clear()  # each system pays for its own query embeddings
     f1s, bleus, judged, precisions, recalls, rf1s = [], [], [], [], [], []
     calls, tokens, total, non_llm = [], [], [], []
     for q in questions:
@@ -410,6 +411,7 @@ def evaluate(
         summary, retrieval = summary[:limit], retrieval[:limit]
     questions = summary + retrieval
     use_judge = settings.llm_backend != OFFLINE_BACKEND if judge is None else judge
+    engine.warm_up()  # model loading is not any system's latency
     rows = []
     for name, run in systems_for(engine, baselines, systems).items():
         if progress:

