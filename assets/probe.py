@@ -6,16 +6,21 @@ estimate (pairs, tokens, dollars when prices are set) *before* judging, judges t
 judge's score cache under a budget, and stores the month in `recall_probe_results`. The
 `displacing_finds` check warns — it never blocks anything — when a find has `overall ≥ 80` and
 beats the lowest `overall` of the vacancy's current top 10; its metadata lists exactly those
-finds. Thresholds, sample size and budget: `HLTM_PROBE_*` (see `hltm.analysis.probe`), or run
-config. The work is in `hltm.analysis.probe`.
+finds. Thresholds and sample size: `HLTM_PROBE_*` (see `hltm.analysis.probe`) or run config;
+budget, workers and the formal-item filter are the judge's (`JudgeSettingsResource`) unless
+`HLTM_PROBE_BUDGET` / `HLTM_PROBE_WORKERS` or run config say otherwise. The work is in
+`hltm.analysis.probe`.
 """
 
+import os
 from typing import Any
 
 import dagster as dg
 
+from assets.judge import JudgeSettingsResource
 from assets.sources import source_key
 from hltm.analysis import probe as probe_core
+from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.pipeline import judge_config
 from resources import LLMResource, WarehouseResource
 
@@ -88,9 +93,16 @@ def recall_probe(
     sources_db: WarehouseResource,
     derived_db: WarehouseResource,
     llm: LLMResource,
+    judge: JudgeSettingsResource,
 ):
     month = context.partition_key[:7]  # "2026-10-01" → "2026-10"
-    overrides = {
+    # Unless the probe has its own, the judge's budget and workers apply (same resource).
+    defaults = {
+        "budget": None if os.environ.get("HLTM_PROBE_BUDGET") else judge.budget,
+        "workers": None if os.environ.get("HLTM_PROBE_WORKERS") else judge.workers,
+    }
+    overrides = {k: v for k, v in defaults.items() if v is not None}
+    overrides |= {
         k: v
         for k, v in {
             "sample_size": config.sample_size,
@@ -101,8 +113,8 @@ def recall_probe(
         if v is not None
     }
     settings = probe_core.ProbeSettings.from_env(**overrides)
-    judge = llm.judge()
-    judge_cfg = judge_config(judge, llm.reasoning_effort)
+    judge_llm = llm.judge()
+    judge_cfg = judge_config(judge_llm, llm.reasoning_effort)
     plan = probe_core.plan(
         sources_db.path, derived_db.path, judge_cfg, month, settings, config.vacancy_ids
     )
@@ -123,7 +135,10 @@ def recall_probe(
             metadata={"note": "estimate only: nothing was judged"},
         )
         return
-    result = probe_core.judge(plan, derived_db.path, judge, run_id=context.run.run_id)
+    result = probe_core.judge(
+        plan, derived_db.path, judge_llm, run_id=context.run.run_id,
+        formal_patterns=(*DEFAULT_FORMAL_PATTERNS, *judge.extra_formal_patterns),
+    )  # fmt: skip
     probe_core.store(result, derived_db.path)
     summary = result.summary()
     finds = [r.as_find() for r in result.finds]

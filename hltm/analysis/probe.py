@@ -36,6 +36,7 @@ from typing import Any
 
 from hltm.judge.candidates import bm25_index
 from hltm.judge.data import Resume, Vacancy, load_resumes, load_vacancies
+from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.pipeline import (
     DEFAULT_BUDGET,
     DEFAULT_WORKERS,
@@ -79,7 +80,8 @@ class ProbeSettings:
     @classmethod
     def from_env(cls, **overrides: Any) -> ProbeSettings:
         env = os.environ.get
-        budget = env("HLTM_PROBE_BUDGET")
+        # The probe spends the judge's kind of budget: its own setting, else the judge's.
+        budget = env("HLTM_PROBE_BUDGET") or env("HLTM_JUDGE_BUDGET")
         values: dict[str, Any] = {
             "sample_size": int(env("HLTM_PROBE_SAMPLE_SIZE") or cls.sample_size),
             "min_overall": int(env("HLTM_PROBE_MIN_OVERALL") or cls.min_overall),
@@ -87,7 +89,7 @@ class ProbeSettings:
             "archive_share": float(env("HLTM_PROBE_ARCHIVE_SHARE") or cls.archive_share),
             "targeted_share": float(env("HLTM_PROBE_TARGETED_SHARE") or cls.targeted_share),
             "budget": (None if budget.lower() == "none" else int(budget)) if budget else cls.budget,
-            "workers": int(env("HLTM_PROBE_WORKERS") or cls.workers),
+            "workers": int(env("HLTM_PROBE_WORKERS") or env("HLTM_JUDGE_WORKERS") or cls.workers),
             "start_date": env("HLTM_PROBE_START_DATE") or cls.start_date,
             "price_input_per_1m": _env_float("HLTM_PRICE_INPUT_PER_1M"),
             "price_output_per_1m": _env_float("HLTM_PRICE_OUTPUT_PER_1M"),
@@ -417,8 +419,11 @@ def judge(
     llm: LLM,
     run_id: str = "",
     budget: Budget | None = None,
+    formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
 ) -> ProbeResult:
-    """Judge the plan's samples (cache first, one budget for the run), then find displacers."""
+    """Judge the plan's samples (cache first, one budget for the run), then find displacers.
+
+    `formal_patterns`: the nightly judge's formal-item filter, so both post-process alike."""
     settings = plan_.settings
     budget = budget or Budget(settings.budget)
     reports: dict[str, JudgeReport] = {}
@@ -427,7 +432,7 @@ def judge(
         resumes = [c.resume for c in probe.sample]
         report = judge_pool(
             derived_db, llm, probe.vacancy, resumes, config=plan_.config, budget=budget,
-            workers=settings.workers, run_id=run_id,
+            workers=settings.workers, run_id=run_id, formal_patterns=formal_patterns,
         )  # fmt: skip
         reports[probe.vacancy.vacancy_id] = report
         scores = cached_scores(derived_db, probe.vacancy, resumes, plan_.config)
