@@ -75,7 +75,10 @@ def make_builder(
     vectors: VectorsResource,
     llm: LLMResource,
     memory_tree: MemoryTreeResource,
+    hints: Hints | None = None,
 ) -> MemoryBuilder:
+    """A builder on the run's resources (`hints`: as read by an earlier op of the same run, so
+    every op of a run builds with the same release; else the newest released)."""
     embedder = embeddings.get()
     store = MemoryStore(derived_db.path, vectors.get())
     return MemoryBuilder(
@@ -83,7 +86,7 @@ def make_builder(
         store,
         llm.get(),
         embedder,
-        current_hints(derived_db),
+        hints if hints is not None else current_hints(derived_db),
         memory_tree.config(),
     )
 
@@ -304,6 +307,7 @@ def plan_memory_refresh(
     return {
         **plan.as_config(),
         "config_digest": version_config(builder.llm.model, builder.hints, builder.config).digest,
+        "hints": {**builder.hints.as_payload(), "version": builder.hints.version},
         "failures": [],
     }
 
@@ -354,7 +358,10 @@ def _level_op(level: str) -> dg.OpDefinition:
         llm: LLMResource,
         memory_tree: MemoryTreeResource,
     ) -> dict[str, Any]:
-        builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+        hints = Hints.from_dict(state["hints"]) if "hints" in state else None
+        builder = make_builder(
+            sources_db, derived_db, embeddings, vectors, llm, memory_tree, hints=hints
+        )
         result = _run_level(context, level, state, builder)
         if level == "contract" and result["failures"]:
             raise dg.Failure(

@@ -5,6 +5,8 @@ its lineage, and the partitioned assets build single nodes."""
 from __future__ import annotations
 
 import random
+import shutil
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -15,9 +17,27 @@ from assets.sources import source_tables
 from hltm.memory.scenarios import change_project, move_project, read_world, remove_project
 from hltm.memory.store import read_built
 from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
 from resources import build_resources
 from sensors.source_changes import source_changes
+
+
+@pytest.fixture(scope="session")
+def ingested_sources(world_files: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small shared world ingested once; each test gets a copy of the file."""
+    path = tmp_path_factory.mktemp("memory-sources") / "sources.duckdb"
+    report = ingest_directory(world_files, path)
+    assert report.quarantined == 0, report.summary()
+    return path
+
+
+@pytest.fixture
+def memory_world(settings: Settings, ingested_sources: Path) -> Settings:
+    """`memory_world` without re-ingesting: a fresh data directory with a copy of the sources."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ingested_sources, settings.sources_db)
+    return settings
 
 
 def memory_resources(settings: Settings, **tree: Any) -> dict[str, Any]:
@@ -97,9 +117,9 @@ def test_code_location_loads() -> None:
     assert definitions.defs.get_sensor_def("source_changes").job_name == "refresh_memory_tree"
 
 
-def test_sensor_requests_exactly_the_changed_chain(loaded_world: Settings) -> None:
-    harness = make_harness(loaded_world)
-    world = read_world(loaded_world.sources_db)
+def test_sensor_requests_exactly_the_changed_chain(memory_world: Settings) -> None:
+    harness = make_harness(memory_world)
+    world = read_world(memory_world.sources_db)
 
     # First tick on an empty store: every node, one run, and every partition.
     first, runs = harness.tick_and_run()
@@ -115,7 +135,7 @@ def test_sensor_requests_exactly_the_changed_chain(loaded_world: Settings) -> No
     pid = sorted(world.projects)[4]
     seat = world.projects[pid]
     contract = world.seats[seat]
-    change_project(loaded_world.sources_db, random.Random(5), project_id=pid)
+    change_project(memory_world.sources_db, random.Random(5), project_id=pid)
     result = harness.tick()
     assert isinstance(result, dg.SensorResult)
     assert len(result.run_requests or []) == 1
@@ -152,7 +172,7 @@ def test_sensor_requests_exactly_the_changed_chain(loaded_world: Settings) -> No
     assert [c[0] for c in children] == sorted(
         f"project:{p}" for p, s in world.projects.items() if s == seat
     )
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         built = read_built(con)
     assert dict(children)[f"project:{pid}"] == built[f"project:{pid}"].version
     for key in ("llm_calls", "prompt_tokens", "completion_tokens", "embedding_calls", "seconds"):
@@ -161,17 +181,17 @@ def test_sensor_requests_exactly_the_changed_chain(loaded_world: Settings) -> No
     assert isinstance(harness.tick(), dg.SkipReason)
 
 
-def test_sensor_handles_moves_and_deletions(loaded_world: Settings) -> None:
-    harness = make_harness(loaded_world)
+def test_sensor_handles_moves_and_deletions(memory_world: Settings) -> None:
+    harness = make_harness(memory_world)
     harness.tick_and_run()
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     contracts = sorted(set(world.seats.values()))
     pid = next(p for p, s in sorted(world.projects.items()) if world.seats[s] == contracts[0])
     old_seat = world.projects[pid]
     new_seat = next(s for s, c in sorted(world.seats.items()) if c == contracts[1])
-    move_project(loaded_world.sources_db, random.Random(1), project_id=pid, seat_id=new_seat)
+    move_project(memory_world.sources_db, random.Random(1), project_id=pid, seat_id=new_seat)
     gone = next(p for p, s in sorted(world.projects.items()) if s == new_seat)
-    remove_project(loaded_world.sources_db, random.Random(1), project_id=gone)
+    remove_project(memory_world.sources_db, random.Random(1), project_id=gone)
 
     result, runs = harness.tick_and_run()
     assert isinstance(result, dg.SensorResult)
@@ -189,7 +209,7 @@ def test_sensor_handles_moves_and_deletions(loaded_world: Settings) -> None:
         ("projects", [gone])
     ]
     assert runs[0].success
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         rows = dict(
             con.execute(
                 "SELECT node_id, seat_id FROM memory_nodes WHERE level = 'project'"
@@ -200,15 +220,15 @@ def test_sensor_handles_moves_and_deletions(loaded_world: Settings) -> None:
     assert isinstance(harness.tick(), dg.SkipReason)
 
 
-def test_partitioned_assets_build_single_nodes(loaded_world: Settings) -> None:
-    defs = memory_definitions(loaded_world)
+def test_partitioned_assets_build_single_nodes(memory_world: Settings) -> None:
+    defs = memory_definitions(memory_world)
     instance = dg.DagsterInstance.ephemeral()
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     seat = sorted(world.seats)[0]
     projects = sorted(p for p, s in world.projects.items() if s == seat)
     instance.add_dynamic_partitions("projects", projects)
     instance.add_dynamic_partitions("seats", [seat])
-    resources = {**build_resources(loaded_world), "memory_tree": MemoryTreeResource()}
+    resources = {**build_resources(memory_world), "memory_tree": MemoryTreeResource()}
     assets = [*MEMORY_ASSETS, source_tables]
 
     # A seat is built from its children's memories: refused while they are missing.
@@ -238,20 +258,20 @@ def test_partitioned_assets_build_single_nodes(loaded_world: Settings) -> None:
     meta = event.materialization.metadata  # type: ignore[union-attr]
     assert [c[0] for c in meta["children"].value] == [f"project:{p}" for p in projects]  # type: ignore[attr-defined]
     assert meta["status"].value == "built"  # type: ignore[attr-defined]
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         levels = dict(con.execute("SELECT node_id, level FROM memory_nodes").fetchall())
     assert levels == {f"seat:{seat}": "seat", **{f"project:{p}": "project" for p in projects}}
     assert defs.get_job_def("refresh_memory_tree") is not None
 
 
 @pytest.mark.parametrize("from_scratch", [False, True])
-def test_full_rebuild_job(loaded_world: Settings, from_scratch: bool) -> None:
-    defs = memory_definitions(loaded_world)
+def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
+    defs = memory_definitions(memory_world)
     instance = dg.DagsterInstance.ephemeral()
     job = defs.get_job_def("rebuild_memory_tree")
     first = job.execute_in_process(instance=instance)
     assert first.success
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     total = len(world.projects) + len(world.seats) + len(world.contracts)
     assert len(first.get_asset_materialization_events()) == total
     again = job.execute_in_process(

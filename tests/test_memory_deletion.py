@@ -14,7 +14,12 @@ from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project
 from hltm.vectors import _client
 from hltm.warehouse import connect
+from tests import test_memory_dagster as _shared
 from tests.test_memory_dagster import make_harness
+
+# The shared fixtures: a copy of the small world's sources, ingested once per session.
+ingested_sources = _shared.ingested_sources
+memory_world = _shared.memory_world
 
 CANARY = "ZQX-CANARY-7781"
 
@@ -60,34 +65,34 @@ def _plant_canary(settings: Settings, pid: str) -> str:
 
 
 @pytest.mark.parametrize("what", ["project", "document"])
-def test_canary_is_gone_after_deletion(loaded_world: Settings, what: str) -> None:
+def test_canary_is_gone_after_deletion(memory_world: Settings, what: str) -> None:
     # Support 1: every detail of a child reaches the parents — the worst case for deletion.
-    harness = make_harness(loaded_world, support_threshold=0.0, min_support=1)
-    world = read_world(loaded_world.sources_db)
+    harness = make_harness(memory_world, support_threshold=0.0, min_support=1)
+    world = read_world(memory_world.sources_db)
     pid = sorted(world.projects)[1]
     seat = world.projects[pid]
     chain = {f"project:{pid}", f"seat:{seat}", f"contract:{world.seats[seat]}"}
-    doc_id = _plant_canary(loaded_world, pid)
+    doc_id = _plant_canary(memory_world, pid)
 
     _, runs = harness.tick_and_run()
     assert runs and runs[0].success
-    assert _rows_mentioning(loaded_world, CANARY) == chain
-    assert _items_mentioning(loaded_world, CANARY) == chain  # facet strings are embedded
-    assert _rows_mentioning(loaded_world, doc_id) == chain  # provenance reaches the root
+    assert _rows_mentioning(memory_world, CANARY) == chain
+    assert _items_mentioning(memory_world, CANARY) == chain  # facet strings are embedded
+    assert _rows_mentioning(memory_world, doc_id) == chain  # provenance reaches the root
 
     if what == "project":
-        delete_project(loaded_world.sources_db, pid)
+        delete_project(memory_world.sources_db, pid)
     else:
-        delete_document(loaded_world.sources_db, doc_id)
+        delete_document(memory_world.sources_db, doc_id)
     result, runs = harness.tick_and_run()
     assert isinstance(result, dg.SensorResult) and runs[0].success
     config = result.run_requests[0].run_config["ops"]["plan_memory_refresh"]["config"]  # type: ignore[index]
     assert config["seats"] == [f"seat:{seat}"]
 
     for needle in (CANARY, doc_id):
-        assert _rows_mentioning(loaded_world, needle) == set(), needle
-        assert _items_mentioning(loaded_world, needle) == set(), needle
-    with connect(loaded_world.derived_db) as con:
+        assert _rows_mentioning(memory_world, needle) == set(), needle
+        assert _items_mentioning(memory_world, needle) == set(), needle
+    with connect(memory_world.derived_db) as con:
         nodes = {r[0] for r in con.execute("SELECT node_id FROM memory_nodes").fetchall()}
     assert (f"project:{pid}" in nodes) == (what == "document")
     projects = harness.instance.get_dynamic_partitions("projects")

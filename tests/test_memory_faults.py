@@ -18,7 +18,12 @@ from hltm.memory import MemoryBuildError, builder_from_settings
 from hltm.memory.scenarios import change_project, read_world
 from hltm.settings import Settings
 from hltm.testing.openai_server import LocalOpenAIServer
+from tests import test_memory_dagster as _shared
 from tests.test_memory_dagster import make_harness
+
+# The shared fixtures: a copy of the small world's sources, ingested once per session.
+ingested_sources = _shared.ingested_sources
+memory_world = _shared.memory_world
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +33,11 @@ def server() -> Iterator[LocalOpenAIServer]:
 
 
 @pytest.fixture
-def remote(loaded_world: Settings, server: LocalOpenAIServer) -> Settings:
+def remote(memory_world: Settings, server: LocalOpenAIServer) -> Settings:
     server.clear_faults()
     server.reset_stats()
     return replace(
-        loaded_world,
+        memory_world,
         llm_backend="openai",
         openai_base_url=server.base_url,
         llm_timeout_s=1.0,

@@ -14,10 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hltm.embeddings import CachedEmbedder
+from hltm.embeddings import CachedEmbedder, EmbeddingStats
 from hltm.memory import MemoryConfig, builder_from_settings
 from hltm.memory.scenarios import random_operation, read_world
 from hltm.settings import Settings
+from tests import test_memory_dagster as _shared
+
+# The shared fixtures: a copy of the small world's sources, ingested once per session.
+ingested_sources = _shared.ingested_sources
+memory_world = _shared.memory_world
 
 
 class HashingEmbedder:
@@ -47,9 +52,29 @@ class HashingEmbedder:
         return self._one(text)
 
 
+class MemoEmbedder(CachedEmbedder):
+    """`CachedEmbedder`'s interface with an in-memory cache only (no DuckDB round trips)."""
+
+    def __init__(self, inner: HashingEmbedder) -> None:  # noqa: D107 - no cache file on purpose
+        self.inner = inner  # type: ignore[assignment]
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.stats = EmbeddingStats()
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if todo:
+            self._vectors.update(zip(todo, self.inner.passages(todo), strict=True))
+            self.stats.calls += len(todo)
+        self.stats.cache_hits += len(texts) - len(todo)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts]).astype(np.float32)
+
+
 def _builder(settings: Settings, config: MemoryConfig):  # type: ignore[no-untyped-def]
-    embedder = CachedEmbedder(HashingEmbedder(), settings.derived_db)
-    return builder_from_settings(settings, config=config, embedder=embedder)
+    return builder_from_settings(settings, config=config, embedder=MemoEmbedder(HashingEmbedder()))
 
 
 def _chains(builder, touched: list[str], before: dict) -> set[str]:  # type: ignore[no-untyped-def]
@@ -71,10 +96,10 @@ def _chains(builder, touched: list[str], before: dict) -> set[str]:  # type: ign
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_changes_refresh_to_a_full_rebuild(
-    loaded_world: Settings, tmp_path: Path, seed: int
+    memory_world: Settings, tmp_path: Path, seed: int
 ) -> None:
     config = MemoryConfig(support_threshold=0.3, min_support=2)
-    builder = _builder(loaded_world, config)
+    builder = _builder(memory_world, config)
     first = builder.full_build()
     first.raise_for_failures()
     assert builder.plan().empty
@@ -83,7 +108,7 @@ def test_random_changes_refresh_to_a_full_rebuild(
     applied = []
     for _ in range(8):
         before = builder.store.built()
-        name, touched = random_operation(loaded_world.sources_db, rng)
+        name, touched = random_operation(memory_world.sources_db, rng)
         applied.append(name)
         # The change log names only the touched nodes; the builder adds the ancestor chains.
         plan = builder.plan_for(touched)
@@ -96,13 +121,13 @@ def test_random_changes_refresh_to_a_full_rebuild(
         # Nothing else went stale: the sensor's version diff agrees with the change log.
         assert builder.plan().empty, (name, builder.plan().describe())
 
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     assert world.projects, applied
 
     # A full rebuild of the same final sources, from nothing, in another data directory.
-    fresh = replace(loaded_world, data_dir=tmp_path / f"fresh-{seed}")
+    fresh = replace(memory_world, data_dir=tmp_path / f"fresh-{seed}")
     fresh.data_dir.mkdir(parents=True)
-    shutil.copy(loaded_world.sources_db, fresh.sources_db)
+    shutil.copy(memory_world.sources_db, fresh.sources_db)
     rebuilt_builder = _builder(fresh, config)
     rebuilt_builder.full_build().raise_for_failures()
 
@@ -118,12 +143,12 @@ def test_random_changes_refresh_to_a_full_rebuild(
     assert incremental.text_dump() == full.text_dump()
 
 
-def test_parallel_workers_build_the_same_tree(loaded_world: Settings, tmp_path: Path) -> None:
-    serial = _builder(loaded_world, MemoryConfig(workers=1))
+def test_parallel_workers_build_the_same_tree(memory_world: Settings, tmp_path: Path) -> None:
+    serial = _builder(memory_world, MemoryConfig(workers=1))
     serial.full_build().raise_for_failures()
-    other = replace(loaded_world, data_dir=tmp_path / "parallel")
+    other = replace(memory_world, data_dir=tmp_path / "parallel")
     other.data_dir.mkdir(parents=True)
-    shutil.copy(loaded_world.sources_db, other.sources_db)
+    shutil.copy(memory_world.sources_db, other.sources_db)
     parallel = _builder(other, MemoryConfig(workers=4, batch_size=5))
     report = parallel.full_build()
     report.raise_for_failures()

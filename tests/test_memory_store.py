@@ -16,7 +16,12 @@ from hltm.memory.scenarios import change_project, move_project, read_world, remo
 from hltm.memory.store import current_versions, memory_collection_name, subtree_node_ids
 from hltm.settings import Settings
 from hltm.warehouse import connect
+from tests import test_memory_dagster as _shared
 from tests.test_memory_lossless import _builder
+
+# The shared fixtures: a copy of the small world's sources, ingested once per session.
+ingested_sources = _shared.ingested_sources
+memory_world = _shared.memory_world
 
 
 def reader_view(builder: Any, node_id: str) -> tuple[str | None, list[str]]:
@@ -49,16 +54,16 @@ def items_of(builder: Any, node_id: str) -> dict[str, int]:
 
 
 def test_replacement_is_atomic_and_a_failed_write_changes_nothing(
-    loaded_world: Settings, monkeypatch: pytest.MonkeyPatch
+    memory_world: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    builder = _builder(loaded_world, MemoryConfig())
+    builder = _builder(memory_world, MemoryConfig())
     builder.full_build().raise_for_failures()
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     pid = sorted(world.projects)[3]
     node = f"project:{pid}"
     old = reader_view(builder, node)
     assert old[0] and old[1]
-    change_project(loaded_world.sources_db, random.Random(2), project_id=pid)
+    change_project(memory_world.sources_db, random.Random(2), project_id=pid)
 
     seen_mid_write: list[tuple[str | None, list[str]]] = []
     original_add = Collection.add
@@ -80,7 +85,7 @@ def test_replacement_is_atomic_and_a_failed_write_changes_nothing(
     builder.refresh(builder.plan_for([node])).raise_for_failures()
     new = reader_view(builder, node)
     assert new[0] != old[0] and new[1] != old[1]
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         item_count = con.execute(
             "SELECT item_count FROM memory_nodes WHERE node_id = ?", [node]
         ).fetchone()[0]  # type: ignore[index]
@@ -89,50 +94,50 @@ def test_replacement_is_atomic_and_a_failed_write_changes_nothing(
     assert builder.plan().empty
 
 
-def test_moves_and_deletions_leave_nothing_behind(loaded_world: Settings) -> None:
-    builder = _builder(loaded_world, MemoryConfig())
+def test_moves_and_deletions_leave_nothing_behind(memory_world: Settings) -> None:
+    builder = _builder(memory_world, MemoryConfig())
     builder.full_build().raise_for_failures()
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     c1, c2 = sorted(world.contracts)[:2]
     pid = next(p for p, s in sorted(world.projects.items()) if world.seats[s] == c1)
     target = next(s for s, c in sorted(world.seats.items()) if c == c2)
-    move_project(loaded_world.sources_db, random.Random(0), project_id=pid, seat_id=target)
+    move_project(memory_world.sources_db, random.Random(0), project_id=pid, seat_id=target)
     builder.refresh().raise_for_failures()
     assert list(items_of(builder, f"project:{pid}")) == [memory_collection_name(c2)]
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         assert f"project:{pid}" in subtree_node_ids(con, contract_id=c2)
         assert f"project:{pid}" in subtree_node_ids(con, seat_id=target)
         assert f"project:{pid}" not in subtree_node_ids(con, contract_id=c1)
         assert subtree_node_ids(con, project_id=pid) == [f"project:{pid}"]
 
     # A whole contract goes: its rows, its items and its collection.
-    world = read_world(loaded_world.sources_db)
+    world = read_world(memory_world.sources_db)
     for project, seat in sorted(world.projects.items()):
         if world.seats[seat] == c2:
-            remove_project(loaded_world.sources_db, random.Random(0), project_id=project)
-    with connect(loaded_world.sources_db) as con:
+            remove_project(memory_world.sources_db, random.Random(0), project_id=project)
+    with connect(memory_world.sources_db) as con:
         con.execute("DELETE FROM seats WHERE contract_id = ?", [c2])
         con.execute("DELETE FROM contracts WHERE contract_id = ?", [c2])
     report = builder.refresh()
     report.raise_for_failures()
     assert {r.node_id for r in report.with_status("deleted")} >= {f"contract:{c2}"}
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         assert subtree_node_ids(con, contract_id=c2) == []
     assert builder.store.vectors.existing(memory_collection_name(c2)) is None
     assert memory_collection_name(c1) in builder.store.vectors.list_names()
     assert builder.plan().empty
 
 
-def test_released_hints_refresh_every_node_and_shape_it(loaded_world: Settings) -> None:
-    builder = _builder(loaded_world, MemoryConfig())
+def test_released_hints_refresh_every_node_and_shape_it(memory_world: Settings) -> None:
+    builder = _builder(memory_world, MemoryConfig())
     builder.full_build().raise_for_failures()
     hints = Hints(
         attributes=("headcount",),
         qa_templates=(QATemplate("How many people does {node} hire at once?", "headcount"),),
     )
-    with connect(loaded_world.derived_db) as con:
+    with connect(memory_world.derived_db) as con:
         save_hints(con, hints)
-    hinted = _builder(loaded_world, MemoryConfig())  # picks up the newest released hints
+    hinted = _builder(memory_world, MemoryConfig())  # picks up the newest released hints
     assert hinted.hints.version == hints.version
     plan = hinted.plan()
     assert len(plan.rebuilds) == len(builder.store.built())  # the hints version is in every version

@@ -211,8 +211,8 @@ class MemoryBuilder:
         self, plan: Plan | None = None, on_node: OnNode | None = None, tree: Tree | None = None
     ) -> RefreshReport:
         started = time.perf_counter()
-        tree = tree or self.tree()
-        plan = plan if plan is not None else plan_changes(tree, self.store.built())
+        if plan is None:
+            plan = plan_changes(tree or self.tree(), self.store.built())
         report = RefreshReport()
         report.extend(self.delete(plan.deletes, on_node))
         for level in LEVELS:
@@ -222,11 +222,10 @@ class MemoryBuilder:
 
     def delete(self, node_ids: list[str], on_node: OnNode | None = None) -> list[NodeReport]:
         """Purge nodes the sources no longer have (rows first, then vectors)."""
-        old = self.store.built(node_ids)
         deleted = self.store.delete(node_ids)
         reports = [
-            NodeReport(nid, old[nid].level, "deleted", previous_version=old[nid].version)
-            for nid in deleted
+            NodeReport(nid, old.level, "deleted", previous_version=old.version)
+            for nid, old in sorted(deleted.items())
         ]
         for r in reports:
             if on_node:

@@ -70,7 +70,7 @@ class SourceTree:
 def _has_sources(con: duckdb.DuckDBPyConnection) -> bool:
     wanted = [*_TREE_TABLES, *_INPUT_TABLES]
     row = con.execute(
-        "SELECT count(DISTINCT table_name) FROM information_schema.tables"
+        "SELECT count(DISTINCT table_name) FROM duckdb_tables()"
         " WHERE table_name IN (SELECT unnest(?::VARCHAR[]))",
         [wanted],
     ).fetchone()

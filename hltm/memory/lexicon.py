@@ -22,32 +22,34 @@ class Vocabulary:
     """Canonical terms and one combined pattern finding any of them in a single scan."""
 
     canonical: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...]  # one per term (exact matching of single values)
+    patterns: tuple[re.Pattern[str], ...]  # one per term, bounded (exact matching of values)
+    bodies: tuple[str, ...]  # the same without the word bounds, flags inlined
     combined: re.Pattern[str]
 
     def __add__(self, other: Vocabulary) -> Vocabulary:
-        return _combine(self.canonical + other.canonical, self.patterns + other.patterns)
+        return _combine(
+            self.canonical + other.canonical, self.patterns + other.patterns,
+            self.bodies + other.bodies,
+        )  # fmt: skip
 
 
-def _combine(canonical: tuple[str, ...], patterns: tuple[re.Pattern[str], ...]) -> Vocabulary:
-    parts = []
-    for i, pattern in enumerate(patterns):
-        inline = "" if pattern.flags & re.IGNORECASE == 0 else "i"
-        body = f"(?{inline}:{pattern.pattern})" if inline else f"(?:{pattern.pattern})"
-        parts.append(f"(?P<t{i}>{body})")
-    return Vocabulary(canonical, patterns, re.compile("|".join(parts)))
-
-
-def _terms(
-    table: dict[str, list[str]], flags: int = re.IGNORECASE, bounded: bool = True
+def _combine(
+    canonical: tuple[str, ...], patterns: tuple[re.Pattern[str], ...], bodies: tuple[str, ...]
 ) -> Vocabulary:
-    canonical, patterns = [], []
+    # The word bounds stand outside the alternation, so the ~100 branches are tried only where a
+    # term can start (not at every character inside a word).
+    branches = "|".join(f"(?P<t{i}>{body})" for i, body in enumerate(bodies))
+    return Vocabulary(canonical, patterns, bodies, re.compile(f"{_L}(?:{branches}){_R}"))
+
+
+def _terms(table: dict[str, list[str]], flags: int = re.IGNORECASE) -> Vocabulary:
+    canonical, patterns, bodies = [], [], []
     for name, alternatives in table.items():
         body = "|".join(alternatives)
-        pattern = f"{_L}(?:{body}){_R}" if bounded else f"(?:{body})"
         canonical.append(name)
-        patterns.append(re.compile(pattern, flags))
-    return _combine(tuple(canonical), tuple(patterns))
+        patterns.append(re.compile(f"{_L}(?:{body}){_R}", flags))
+        bodies.append(f"(?i:{body})" if flags & re.IGNORECASE else f"(?:{body})")
+    return _combine(tuple(canonical), tuple(patterns), tuple(bodies))
 
 
 LOCATIONS = _terms(

@@ -36,7 +36,7 @@ import numpy as np
 from hltm.memory.models import QA, Facet, MemoryNode, Placement, canonical_json
 from hltm.memory.tree import BuiltNode
 from hltm.vectors import VectorStore, collection_name
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import connect
 
 MEMORY_TABLE = "memory_nodes"
 COLLECTION_PREFIX = "mem"
@@ -68,6 +68,14 @@ def memory_collection_name(contract_id: str) -> str:
 
 def item_id(node_id: str, version: str, kind: str, index: int) -> str:
     return f"{node_id}#{version}#{kind}#{index}"
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Like `hltm.warehouse.table_exists`, through `duckdb_tables()` (several times faster)."""
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def ensure_memory_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -210,8 +218,12 @@ class MemoryStore:
     def __init__(self, derived_db: Path | str, vectors: VectorStore) -> None:
         self.derived_db = Path(derived_db)
         self.vectors = vectors
-        with connect(self.derived_db) as con:
+        self._schema_ready = False  # the table is created by the first write, not by readers
+
+    def _ensure(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not self._schema_ready:
             ensure_memory_schema(con)
+            self._schema_ready = True
 
     # reads
     def built(self, node_ids: Iterable[str] | None = None) -> dict[str, BuiltNode]:
@@ -320,7 +332,7 @@ class MemoryStore:
         columns = ", ".join(CONTENT_COLUMNS)
         placeholders = ", ".join("?" for _ in CONTENT_COLUMNS)
         with connect(self.derived_db) as con:
-            ensure_memory_schema(con)
+            self._ensure(con)
             con.execute("BEGIN TRANSACTION")
             con.execute(
                 f"CREATE TEMP TABLE incoming_nodes AS SELECT {columns} FROM {MEMORY_TABLE} LIMIT 0"
@@ -339,13 +351,16 @@ class MemoryStore:
                 _delete_ids(col, stale[cid])
         self._drop_empty_contracts({b.contract_id for b in old.values()} - set(by_contract))
 
-    def delete(self, node_ids: Iterable[str]) -> list[str]:
-        """Remove nodes: rows first (readers stop accepting them), then their items."""
+    def delete(self, node_ids: Iterable[str]) -> dict[str, BuiltNode]:
+        """Remove nodes: rows first (readers stop accepting them), then their items.
+        Returns what was stored for the nodes that existed."""
         wanted = sorted(set(node_ids))
         if not wanted:
-            return []
+            return {}
         with connect(self.derived_db) as con:
             old = read_built(con, wanted)
+            if not old:
+                return {}
             con.execute("BEGIN TRANSACTION")
             con.execute(
                 f"DELETE FROM {MEMORY_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
@@ -360,13 +375,14 @@ class MemoryStore:
             if col is not None:
                 col.delete(where=_in("node_id", by_contract[cid]))
         self._drop_empty_contracts(set(by_contract))
-        return sorted(old)
+        return old
 
     def _drop_empty_contracts(self, contract_ids: set[str]) -> None:
         """A contract with no stored node left has its collection dropped."""
         if not contract_ids:
             return
         with connect(self.derived_db) as con:
+            self._ensure(con)
             alive = {
                 r[0]
                 for r in con.execute(
@@ -381,6 +397,7 @@ class MemoryStore:
     def clear(self) -> None:
         """Drop the whole memory tree (a from-scratch rebuild; not atomic for readers)."""
         with connect(self.derived_db) as con:
+            self._ensure(con)
             con.execute(f"DELETE FROM {MEMORY_TABLE}")
         for name in self.vectors.list_names():
             if name.startswith(f"{COLLECTION_PREFIX}-"):
@@ -388,6 +405,7 @@ class MemoryStore:
 
     def snapshot(self, with_embeddings: bool = True) -> StoreSnapshot:
         with connect(self.derived_db) as con:
+            self._ensure(con)
             rows = con.execute(
                 f"SELECT {', '.join(CONTENT_COLUMNS)} FROM {MEMORY_TABLE} ORDER BY node_id"
             ).fetchall()
