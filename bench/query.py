@@ -244,6 +244,7 @@ def run_scale(
         levels: dict[str, list[int]] = {}
         load = os.getloadavg()[0]
         for identity, question in items:
+            engine.embed.clear()  # every query pays for its own embedding
             cpu_started, llm_cpu = time.process_time(), backend.cpu_s
             if system == "HLTM":
                 result = engine.ask(identity, question, log=False)
