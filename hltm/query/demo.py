@@ -49,5 +49,6 @@ def demo_question(
     if seat is None:
         return "no seat memory yet: build the memory tree first"
     engine = QueryEngine(settings)
+    engine.warm_up()  # model loading is start-up cost, not the query's latency
     result = engine.ask(Identity("seat", seat), question, channel="demo")
     return format_result(result)
