@@ -65,7 +65,7 @@ def test_facets_from_english_and_russian_text() -> None:
         ("skill", "Go"): ["act-1", "act-2", "jd-1"],
         ("skill", "Kubernetes"): ["jd-1"],
         ("skill", "Kafka"): ["notes-ru"],
-        ("salary", "€80,000–€95,000"): ["jd-1"],
+        ("salary", "€80,000–€95,000 per year"): ["jd-1"],
         ("years_experience", "5+ years"): ["jd-1"],
         ("years_experience", "3+ years"): ["notes-ru"],
         ("language", "English B2"): ["jd-1"],
@@ -185,3 +185,39 @@ def test_hints_version_is_content_addressed() -> None:
     same = Hints(attributes=("a", "b", "a"), qa_templates=(QATemplate("Q {node}?", "x"),))
     assert one.version == same.version != "none"
     assert Hints.from_dict({**one.as_payload(), "version": ""}).version == one.version
+
+
+def test_russian_job_post() -> None:
+    payload = {
+        "node_id": "project:ru-1",
+        "project": {"project_id": "ru-1", "title": "Ведущий Java-разработчик", "status": "open"},
+        "documents": [
+            {
+                "document_id": "vac-ru",
+                "kind": "job_description",
+                "text": "Ищем ведущего разработчика в команду платежей. Нужен опыт коммерческой "
+                "разработки на Java и Spring Boot (микросервисы, Kafka) от 5 лет.\n"
+                "Условия: Санкт-Петербург. Формат — офис, команда сидит вместе. "
+                "Вилка: от 290 000 ₽ до 400 000 ₽ в месяц. Полная занятость.\n"
+                "Английский не нужен.",
+            }
+        ],
+        "vacancies": [],
+        "actions": {"counts": {}, "with_reasons": []},
+        "hints": {"attributes": []},
+    }
+    facets = _facets(payload)
+    for key in [
+        ("seniority", "lead"),
+        ("location", "Saint Petersburg"),
+        ("work_mode", "onsite"),
+        ("employment_type", "full-time"),
+        ("skill", "Java"),
+        ("skill", "Spring"),
+        ("skill", "Kafka"),
+        ("skill", "microservices"),
+        ("years_experience", "5+ years"),
+        ("salary", "от 290 000 ₽ до 400 000 ₽ в месяц"),
+    ]:
+        assert key in facets, (key, sorted(facets))
+    assert not any(field == "language" for field, _ in facets)  # "Английский не нужен"

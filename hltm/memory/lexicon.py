@@ -146,6 +146,8 @@ WORK_MODES = _terms(
             r"в офисе",
             r"офисн\w+ формат\w*",
             r"работа в офисе",
+            r"формат\w*\s?[—:–-]?\s?офис\w*",
+            r"из офиса",
         ],
     }
 )
@@ -323,6 +325,10 @@ LANGUAGES = _terms(
         "Arabic": [r"arabic", r"арабск\w*"],
     }
 )
+_NOT_NEEDED = re.compile(
+    r"^\w*\s+(?:is\s+)?(?:not\s+(?:required|needed|necessary)|не\s+(?:нужен|требуется|обязателен))",
+    re.IGNORECASE,
+)
 LANGUAGE_LEVEL = re.compile(
     r"\b(A1|A2|B1|B2|C1|C2|upper[- ]intermediate|intermediate|advanced|fluent|native)\b",
     re.IGNORECASE,
@@ -333,7 +339,7 @@ EXPERIENCE_EN = re.compile(
     r"(\d{1,2})\s?(?:\+|(?:-|–|to)\s?(\d{1,2}))?\s?\+?\s?(?:years?|yrs)\b", re.IGNORECASE
 )
 EXPERIENCE_RU = re.compile(
-    r"(?:опыт\w*|стаж\w*)[^.\n]{0,40}?(?:от|не менее|более|больше)?\s?(\d{1,2})"
+    r"(?:опыт\w*|стаж\w*)[^.\n]{0,80}?(?:от|не менее|более|больше)?\s?(\d{1,2})"
     r"(?:\s?[-–]\s?(\d{1,2}))?\s?\+?\s?(?:лет|года|год)",
     re.IGNORECASE,
 )
@@ -342,15 +348,18 @@ EXPERIENCE_RU = re.compile(
 _AMOUNT = r"\d{1,3}(?:[ \u00a0,.]\d{3})*(?:[.,]\d+)?\s?(?:k|K|тыс\.?|тысяч|млн|thousand)?"
 _CUR_BEFORE = r"[$€£₽]"
 _CUR_AFTER = r"(?:[$€£₽]|USD|EUR|GBP|RUB|руб(?:\.|лей|ля)?|р\.|долл\w*|евро|net|gross|gross/year)"
+_MONEY = rf"(?:{_CUR_BEFORE}\s?)?{_AMOUNT}(?:\s?{_CUR_AFTER})?"
+_PERIOD = r"(?:\s?(?:per|a|в|/)\s?(?:year|annum|month|hour|год|месяц|мес\.?|час))?"
 SALARY = re.compile(
-    rf"(?:(?:from|up to|от|до)\s)?{_CUR_BEFORE}?\s?{_AMOUNT}"
-    rf"(?:\s?(?:-|–|—|to|до)\s?{_CUR_BEFORE}?\s?{_AMOUNT})?(?:\s?{_CUR_AFTER})*",
+    rf"(?:(?:from|up to|от|до)\s)?{_MONEY}(?:\s?(?:-|–|—|to|до)\s?{_MONEY})?"
+    rf"(?:\s?{_CUR_AFTER})*{_PERIOD}",
 )
 SALARY_CONTEXT = re.compile(
     r"salary|compensation|pay\b|paid\b|budget|base\b|ctc|зарплат\w*|оклад\w*|доход\w*|з/п|"
     r"вилк\w*|компенсац\w*|бюджет\w*",
     re.IGNORECASE,
 )
+_CURRENCY = re.compile(r"[$€£₽]|\b(?:USD|EUR|GBP|RUB)\b|руб")
 _MONEY_MARK = re.compile(r"[$€£₽]|USD|EUR|GBP|RUB|руб|долл|евро|\d\s?(?:k|K)\b|тыс|млн")
 
 # Explicit "Field: value" lines, common in intake notes and structured job posts.
@@ -478,8 +487,9 @@ def canonical(field: str, value: str) -> str:
 
 
 def find_salaries(text: str) -> list[tuple[str, int]]:
+    """Money amounts or ranges with a currency, on lines that talk about pay (or with a symbol)."""
     out = []
-    for sentence_match in re.finditer(r"[^.!?\n]+(?:[.!?](?=\s|$)|\n|$)", text):
+    for sentence_match in re.finditer(r"[^\n]+", text):
         sentence = sentence_match.group(0)
         for match in SALARY.finditer(sentence):
             span = re.sub(r"\s+", " ", match.group(0)).strip(" ,.")
@@ -488,7 +498,7 @@ def find_salaries(text: str) -> list[tuple[str, int]]:
             digits = re.sub(r"\D", "", span)
             if len(digits) < 2:
                 continue
-            if not (SALARY_CONTEXT.search(sentence) or re.search(r"[$€£₽]", span)):
+            if not (SALARY_CONTEXT.search(sentence) or _CURRENCY.search(span)):
                 continue
             out.append((span, sentence_match.start() + match.start()))
     return out
@@ -507,8 +517,10 @@ def find_experience(text: str) -> list[tuple[str, int]]:
 
 def find_languages(text: str) -> list[tuple[str, int]]:
     out = []
-    for canonical_name, start in find_terms(LANGUAGES, text):
+    for canonical_name, start in find_terms(LANGUAGES, text, negatable=True):
         window = text[start : start + 40]
+        if _NOT_NEEDED.search(window):
+            continue
         level = LANGUAGE_LEVEL.search(window)
         if canonical_name == "Russian" and not re.search(
             r"russian[- ]speaking|русск\w+ язык", text[start : start + 30], re.IGNORECASE
