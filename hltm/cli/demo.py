@@ -51,9 +51,10 @@ def run_job(name: str, run_config: dict | None = None, tags: dict | None = None)
 def _step(title: str, fn: Callable[[], str]) -> str:
     click.secho(f"▶ {title}", bold=True)
     started = time.perf_counter()
-    line = fn()
-    click.echo(f"  {line}  [{time.perf_counter() - started:.1f}s]")
-    return f"{title}: {line}"
+    text = fn()
+    seconds = time.perf_counter() - started
+    click.echo("\n".join(f"  {line}" for line in text.splitlines()) + f"  [{seconds:.1f}s]")
+    return f"{title}: {text.splitlines()[0] if text else ''}"
 
 
 @click.command()
@@ -79,9 +80,45 @@ def demo(seed: int, size: str) -> None:
         run_job("observe_sources")
         return "observed 8 source tables (row counts and data versions in the UI)"
 
+    def memory() -> str:
+        from assets.memory import rebuild_memory_tree
+
+        result = run_job(rebuild_memory_tree.name)
+        built: dict[str, int] = {}
+        totals = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "embedding_calls": 0}
+        for event in result.get_asset_materialization_events():
+            level = event.asset_key.to_user_string().removesuffix("_memory")
+            built[level] = built.get(level, 0) + 1
+            metadata = event.materialization.metadata
+            for key in totals:
+                totals[key] += int(metadata[key].value) if key in metadata else 0
+        if not built:
+            return "already current: nothing to rebuild"
+        nodes = ", ".join(
+            f"{built.get(level, 0)} {level}" for level in ("project", "seat", "contract")
+        )
+        return (
+            f"built {nodes} nodes; {totals['llm_calls']} LLM calls, "
+            f"{totals['prompt_tokens'] + totals['completion_tokens']} tokens (o200k_base), "
+            f"{totals['embedding_calls']} texts embedded"
+        )
+
+    def ask() -> str:
+        from hltm.query.demo import demo_question
+
+        return demo_question(cfg)
+
+    def judge() -> str:
+        from hltm.cli.judge import demo_judge
+
+        return demo_judge()
+
     summary = [
         _step("sample world → sources.duckdb", sources),
         _step("observe sources in Dagster", observe),
+        _step("memory tree: projects → seats → contracts (Dagster: rebuild_memory_tree)", memory),
+        _step("a cited answer from the memory, scoped to one seat", ask),
+        _step("judge and rank every vacancy (union pool → judge → gate → journal)", judge),
     ]
     click.secho("\nSummary", bold=True)
     for line in summary:
