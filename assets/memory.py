@@ -122,8 +122,8 @@ def _materialize_node(
     context: AssetExecutionContext, builder: MemoryBuilder, level: str
 ) -> dg.MaterializeResult:
     node_id = node_id_for(level, context.partition_key)
-    tree = builder.tree()
-    if level != "project" and node_id in tree.nodes:
+    tree = builder.tree() if level != "project" else None
+    if tree is not None and node_id in tree.nodes:
         built = builder.store.built()
         stale = [
             c

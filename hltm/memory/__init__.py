@@ -18,13 +18,23 @@ from hltm.memory.build import (
     RefreshReport,
 )
 from hltm.memory.hints import NO_HINTS, Hints, QATemplate, load_hints, save_hints
-from hltm.memory.store import MemoryStore, memory_collection_name
+from hltm.memory.store import (
+    MEMORY_TABLE,
+    MemoryStore,
+    current_versions,
+    item_id,
+    memory_collection_name,
+    read_built,
+    read_nodes,
+    subtree_node_ids,
+)
 from hltm.memory.tree import Plan
 from hltm.settings import Settings
 from hltm.vectors import VectorStore
 from hltm.warehouse import connect
 
 __all__ = [
+    "MEMORY_TABLE",
     "NO_HINTS",
     "Hints",
     "MemoryBuildError",
@@ -36,9 +46,14 @@ __all__ = [
     "QATemplate",
     "RefreshReport",
     "builder_from_settings",
+    "current_versions",
+    "item_id",
     "load_hints",
     "memory_collection_name",
+    "read_built",
+    "read_nodes",
     "save_hints",
+    "subtree_node_ids",
 ]
 
 
