@@ -11,12 +11,21 @@ import click
 
 from hltm.settings import Settings
 
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+# Telemetry off (no network calls of our own accord); one memory refresh run at a time (DuckDB has
+# one writer, embedded Chroma one process).
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+concurrency:
+  runs:
+    tag_concurrency_limits:
+      - key: hltm/memory_refresh
+        limit: 1
+"""
 
 
 def dagster_home() -> Path:
-    """A persistent Dagster instance (runs and dynamic partitions survive restarts), with
-    telemetry off: this platform makes no network calls of its own accord."""
+    """A persistent Dagster instance: runs and dynamic partitions survive restarts."""
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"

@@ -11,6 +11,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The facet fields the extractors produce, in the order their questions come first, and how a
+# sentence names each (any other field follows alphabetically).
+FIELD_PHRASES: dict[str, str] = {
+    "title": "role",
+    "location": "location",
+    "work_mode": "work mode",
+    "employment_type": "employment type",
+    "seniority": "seniority",
+    "skill": "skills",
+    "salary": "salary",
+    "years_experience": "experience",
+    "language": "languages",
+    "rejection_reason": "rejection reasons",
+    "status": "status",
+}
+
 # A "word" boundary that also treats + # . as part of a term (C++, C#, .NET, Node.js).
 _L = r"(?<![\w+#])"
 _R = r"(?![\w+#])"

@@ -23,33 +23,8 @@ from hltm.memory import lexicon as lx
 
 Payload = dict[str, Any]
 
-# Fields whose questions come first, in this order; any other field follows alphabetically.
-FIELD_ORDER = (
-    "title",
-    "location",
-    "work_mode",
-    "employment_type",
-    "seniority",
-    "skill",
-    "salary",
-    "years_experience",
-    "language",
-    "rejection_reason",
-    "status",
-)
-FIELD_PHRASE = {
-    "title": "role",
-    "location": "location",
-    "work_mode": "work mode",
-    "employment_type": "employment type",
-    "seniority": "seniority",
-    "skill": "skills",
-    "salary": "salary",
-    "years_experience": "experience",
-    "language": "languages",
-    "rejection_reason": "rejection reasons",
-    "status": "status",
-}
+FIELD_ORDER = tuple(lx.FIELD_PHRASES)
+FIELD_PHRASE = lx.FIELD_PHRASES
 _MAX_VALUES_IN_ANSWER = 8
 _MAX_QA = 8  # per project (the prompt allows 5–10); parents get up to 10
 _MAX_PARENT_QA = 10

@@ -25,19 +25,7 @@ from hltm.query.parse import FIELD_CUES
 
 Payload = dict[str, Any]
 NO_ANSWER = "The retrieved memory does not answer this question."
-FIELD_PHRASE = {
-    "title": "roles",
-    "location": "location",
-    "work_mode": "work mode",
-    "employment_type": "employment type",
-    "seniority": "seniority",
-    "skill": "skills",
-    "salary": "salary",
-    "years_experience": "experience",
-    "language": "languages",
-    "rejection_reason": "rejection reasons",
-    "status": "status",
-}
+FIELD_PHRASE = {**lx.FIELD_PHRASES, "title": "roles"}
 PROFILE_FIELDS = ("title", "location", "work_mode", "employment_type", "seniority")
 _KEEP_SHARE = 0.5
 _MAX_VALUES = 6
