@@ -48,8 +48,6 @@ def fail(message: str) -> None:
 def main(verbose: bool) -> None:
     """Hierarchical long-term memory and evidence-backed candidate judging, on Dagster."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
-    if not verbose:
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets DEBUG on itself
 
 
 @main.command(name="dagster-home")

@@ -10,6 +10,7 @@ while the plain union (vector top-100 ∪ BM25 top-150) rescued 6 and lifted str
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,9 @@ import bm25s
 import numpy as np
 
 from hltm.judge.text import tokenize
+
+# bm25s sets its own logger to DEBUG on import; keep it at the application's level.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 __all__ = ["BM25Index", "PoolEntry", "rrf", "union_pool"]
 
