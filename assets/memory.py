@@ -153,79 +153,62 @@ def _materialize_node(
 _ASSET_KINDS = {"duckdb", "chroma"}
 
 
-@dg.asset(
-    key=ASSET_KEYS["project"],
-    partitions_def=PARTITIONS["project"],
-    group_name=MEMORY_GROUP,
-    kinds=_ASSET_KINDS,
-    deps=[
-        source_key(t) for t in ("projects", "project_documents", "recruiter_actions", "vacancies")
-    ]
-    + [source_key("vacancy_requirements")],
-    description="Leaf memory of one hiring project: facets, QA pairs and summaries extracted "
+def _memory_asset(level: str, deps: list[dg.AssetDep | dg.AssetKey], description: str):  # type: ignore[no-untyped-def]
+    """One partitioned asset per tree level; each partition is one node."""
+
+    @dg.asset(
+        key=ASSET_KEYS[level],
+        partitions_def=PARTITIONS[level],
+        group_name=MEMORY_GROUP,
+        kinds=_ASSET_KINDS,
+        deps=deps,
+        description=description,
+    )
+    def _asset(
+        context: AssetExecutionContext,
+        sources_db: WarehouseResource,
+        derived_db: WarehouseResource,
+        embeddings: EmbeddingsResource,
+        vectors: VectorsResource,
+        llm: LLMResource,
+        memory_tree: MemoryTreeResource,
+    ) -> dg.MaterializeResult:
+        builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+        return _materialize_node(context, builder, level)
+
+    return _asset
+
+
+def _all_of(level: str) -> dg.AssetDep:
+    return dg.AssetDep(ASSET_KEYS[level], partition_mapping=dg.AllPartitionMapping())
+
+
+project_memory = _memory_asset(
+    "project",
+    [
+        source_key(t)
+        for t in (
+            "projects",
+            "project_documents",
+            "recruiter_actions",
+            "vacancies",
+            "vacancy_requirements",
+        )
+    ],
+    "Leaf memory of one hiring project: facets, QA pairs and summaries extracted "
     "from its documents, vacancies and recruiter actions.",
 )
-def project_memory(
-    context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    memory_tree: MemoryTreeResource,
-) -> dg.MaterializeResult:
-    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
-    return _materialize_node(context, builder, "project")
-
-
-@dg.asset(
-    key=ASSET_KEYS["seat"],
-    partitions_def=PARTITIONS["seat"],
-    group_name=MEMORY_GROUP,
-    kinds=_ASSET_KINDS,
-    deps=[
-        dg.AssetDep(ASSET_KEYS["project"], partition_mapping=dg.AllPartitionMapping()),
-        source_key("seats"),
-    ],
-    description="A recruiter seat's memory, aggregated from its projects' memories "
+seat_memory = _memory_asset(
+    "seat",
+    [_all_of("project"), source_key("seats")],
+    "A recruiter seat's memory, aggregated from its projects' memories "
     "(the exact child keys and versions are in each materialization's metadata).",
 )
-def seat_memory(
-    context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    memory_tree: MemoryTreeResource,
-) -> dg.MaterializeResult:
-    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
-    return _materialize_node(context, builder, "seat")
-
-
-@dg.asset(
-    key=ASSET_KEYS["contract"],
-    partitions_def=PARTITIONS["contract"],
-    group_name=MEMORY_GROUP,
-    kinds=_ASSET_KINDS,
-    deps=[
-        dg.AssetDep(ASSET_KEYS["seat"], partition_mapping=dg.AllPartitionMapping()),
-        source_key("contracts"),
-    ],
-    description="A contract's (customer organisation's) memory, aggregated from its seats' "
-    "memories.",
+contract_memory = _memory_asset(
+    "contract",
+    [_all_of("seat"), source_key("contracts")],
+    "A contract's (customer organisation's) memory, aggregated from its seats' memories.",
 )
-def contract_memory(
-    context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    memory_tree: MemoryTreeResource,
-) -> dg.MaterializeResult:
-    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
-    return _materialize_node(context, builder, "contract")
 
 
 # ---- the refresh job ---------------------------------------------------------------------------
