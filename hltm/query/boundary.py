@@ -76,7 +76,6 @@ class BoundaryStats:
     chroma_queries: int = 0
     items_seen: int = 0
     stale_items_dropped: int = 0
-    node_fetches: int = 0
     versions: dict[str, str] = field(default_factory=dict)
 
 
@@ -183,39 +182,28 @@ class ScopedMemory:
 
     # ---- fetch by id -----------------------------------------------------------------------
 
-    def versions(self, node_ids: Iterable[str]) -> dict[str, str]:
-        """Current versions of the given nodes that lie inside the subtree."""
+    def _scoped_rows(self, columns: str, node_ids: Iterable[str]) -> list[tuple]:
+        """The one fetch by id: rows of the given nodes, filtered to the subtree in SQL."""
         wanted = sorted(set(node_ids))
-        if self.scope.empty or not wanted:
-            return {}
-        if not self._has_table:
-            return {}
+        if self.scope.empty or not wanted or not self._has_table:
+            return []
         predicate, params = self.scope.sql_predicate()
-        rows = self.con.execute(
-            f"SELECT node_id, version FROM {MEMORY_TABLE}"
+        return self.con.execute(
+            f"SELECT {columns} FROM {MEMORY_TABLE}"
             f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
             [wanted, *params],
         ).fetchall()
-        out = {r[0]: r[1] for r in rows}
+
+    def versions(self, node_ids: Iterable[str]) -> dict[str, str]:
+        """Current versions of the given nodes that lie inside the subtree."""
+        out = {r[0]: r[1] for r in self._scoped_rows("node_id, version", node_ids)}
         self.stats.versions.update(out)
         return out
 
     def nodes(self, node_ids: Iterable[str]) -> dict[str, NodeView]:
         """Full memories of the given nodes that lie inside the subtree (others read as absent)."""
-        wanted = sorted(set(node_ids))
-        if self.scope.empty or not wanted:
-            return {}
-        if not self._has_table:
-            return {}
-        predicate, params = self.scope.sql_predicate()
-        rows = self.con.execute(
-            f"SELECT {_NODE_COLUMNS} FROM {MEMORY_TABLE}"
-            f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
-            [wanted, *params],
-        ).fetchall()
-        self.stats.node_fetches += 1
         out = {}
-        for row in rows:
+        for row in self._scoped_rows(_NODE_COLUMNS, node_ids):
             view = _view(row)
             if not self.scope.admits(view.contract_id, view.seat_id, view.project_id):
                 raise IsolationError(f"DuckDB returned {view.node_id} outside {self.scope}")
