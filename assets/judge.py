@@ -20,7 +20,6 @@
 All the work is done by `hltm.judge.service`; this module wires resources and events.
 """
 
-import os
 from typing import Any
 
 import dagster as dg
@@ -46,6 +45,7 @@ from hltm.judge.service import gate as _gate
 from hltm.judge.service import judge_vacancy as _judge
 from hltm.judge.service import publish_vacancy as _publish
 from hltm.judge.service import refresh_index as _refresh
+from hltm.settings import JUDGE_ENV, read_env
 from hltm.warehouse import connect
 from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
 
@@ -66,12 +66,7 @@ class JudgeSettingsResource(dg.ConfigurableResource):
 
     @classmethod
     def from_env(cls) -> "JudgeSettingsResource":
-        extra = os.environ.get("HLTM_JUDGE_FORMAL_PATTERNS", "")
-        return cls(
-            budget=int(os.environ.get("HLTM_JUDGE_BUDGET") or DEFAULT_BUDGET),
-            workers=int(os.environ.get("HLTM_JUDGE_WORKERS") or DEFAULT_WORKERS),
-            extra_formal_patterns=[line.strip() for line in extra.splitlines() if line.strip()],
-        )
+        return cls(**read_env(JUDGE_ENV))
 
 
 def make_env(

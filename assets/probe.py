@@ -12,7 +12,6 @@ budget, workers and the formal-item filter are the judge's (`JudgeSettingsResour
 `hltm.analysis.probe`.
 """
 
-import os
 from typing import Any
 
 import dagster as dg
@@ -22,6 +21,7 @@ from assets.sources import source_key
 from hltm.analysis import probe as probe_core
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.pipeline import judge_config
+from hltm.settings import PROBE_ENV, read_env
 from resources import LLMResource, WarehouseResource
 
 PROBE_GROUP = "judge_analysis"
@@ -97,9 +97,10 @@ def recall_probe(
 ):
     month = context.partition_key[:7]  # "2026-10-01" → "2026-10"
     # Unless the probe has its own, the judge's budget and workers apply (same resource).
+    own = read_env(PROBE_ENV)
     defaults = {
-        "budget": None if os.environ.get("HLTM_PROBE_BUDGET") else judge.budget,
-        "workers": None if os.environ.get("HLTM_PROBE_WORKERS") else judge.workers,
+        "budget": None if "budget" in own else judge.budget,
+        "workers": None if "workers" in own else judge.workers,
     }
     overrides = {k: v for k, v in defaults.items() if v is not None}
     overrides |= {

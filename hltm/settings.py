@@ -7,8 +7,10 @@ the tests all agree on where things live.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 OFFLINE_BACKEND = "offline"
 OPENAI_BACKEND = "openai"
@@ -75,3 +77,139 @@ class Settings:
             or default_embedding_model,
         )
         return replace(settings, **overrides) if overrides else settings
+
+
+# ---- Component settings: judge, probe, patterns, statistics, API token (issue 11.5) ----------
+# Every other `HLTM_*` variable is read here too, so one table lists them all (`hltm settings`).
+# Each reader returns only the variables that are set: the component's own dataclass keeps its
+# defaults, and a bad value fails with the variable's name.
+
+Parse = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    parse: Parse
+    help: str
+    secret: bool = False
+
+
+def _flag(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _budget(text: str) -> int | None:
+    return None if text.strip().lower() == "none" else int(text)
+
+
+def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
+    """`"gpt-5-mini=0.25/2.0; gpt-4.1-mini=0.4/1.6"` → {model: (in, out)} USD per 1M tokens."""
+    out: dict[str, tuple[float, float]] = {}
+    for part in (text or "").replace(",", ";").split(";"):
+        if not part.strip():
+            continue
+        model, _, prices = part.partition("=")
+        price_in, _, price_out = prices.partition("/")
+        out[model.strip()] = (float(price_in), float(price_out or price_in))
+    return out
+
+
+JUDGE_ENV = {
+    "budget": EnvVar("HLTM_JUDGE_BUDGET", int, "cold judge evaluations per run (3000)"),
+    "workers": EnvVar("HLTM_JUDGE_WORKERS", int, "parallel judge calls (5)"),
+    "extra_formal_patterns": EnvVar(
+        "HLTM_JUDGE_FORMAL_PATTERNS", _lines, "extra formal-item regexes, one per line"
+    ),
+}
+JUDGE_CRON = EnvVar("HLTM_JUDGE_CRON", str, "the nightly judge schedule")
+DEFAULT_JUDGE_CRON = "0 2 * * *"
+PROBE_ENV = {
+    "sample_size": EnvVar("HLTM_PROBE_SAMPLE_SIZE", int, "candidates per vacancy (20)"),
+    "min_overall": EnvVar("HLTM_PROBE_MIN_OVERALL", int, "a displacing find's overall (80)"),
+    "top_k": EnvVar("HLTM_PROBE_TOP_K", int, "the top it must beat (10)"),
+    "archive_share": EnvVar("HLTM_PROBE_ARCHIVE_SHARE", float, "share from the archive (0.5)"),
+    "targeted_share": EnvVar("HLTM_PROBE_TARGETED_SHARE", float, "BM25-targeted share (0.5)"),
+    "budget": EnvVar("HLTM_PROBE_BUDGET", _budget, "cold evaluations ('none': unlimited)"),
+    "workers": EnvVar("HLTM_PROBE_WORKERS", int, "parallel calls (the judge's)"),
+    "start_date": EnvVar("HLTM_PROBE_START_DATE", str, "first month partition (2025-01-01)"),
+    "price_input_per_1m": EnvVar("HLTM_PRICE_INPUT_PER_1M", float, "USD per 1M prompt tokens"),
+    "price_output_per_1m": EnvVar(
+        "HLTM_PRICE_OUTPUT_PER_1M", float, "USD per 1M completion tokens"
+    ),
+}
+PATTERNS_ENV = {
+    "min_support": EnvVar("HLTM_PATTERNS_MIN_SUPPORT", int, "distinct identities per pattern (3)"),
+    "auto_approve": EnvVar("HLTM_PATTERNS_AUTO_APPROVE", _flag, "release without review (0)"),
+    "window_days": EnvVar("HLTM_PATTERNS_WINDOW_DAYS", int, "only the last N days (0: all)"),
+    "merge_cosine": EnvVar("HLTM_PATTERNS_MERGE_COSINE", float, "template merge cosine (0.98)"),
+    "cron": EnvVar("HLTM_PATTERNS_CRON", str, "the mining schedule (0 3 * * 1)"),
+}
+STATS_ENV = {
+    "models": EnvVar("HLTM_TENDER_MODELS", _names, "judge models of the tender, comma-separated"),
+    "prices": EnvVar("HLTM_MODEL_PRICES", parse_prices, "model=in/out USD per 1M; ..."),
+    "n_permutations": EnvVar("HLTM_STATS_PERMUTATIONS", int, "permutation test shuffles (1000)"),
+    "n_resamples": EnvVar("HLTM_STATS_RESAMPLES", int, "bootstrap resamples (10000)"),
+    "seed": EnvVar("HLTM_STATS_SEED", int, "random seed (0)"),
+}
+API_ENV = {
+    "token": EnvVar("HLTM_TOKEN", str, "the caller's token for `hltm mcp` over stdio", True),
+}
+# Read by `Settings.from_env` above (add a new one here too: tests check the list is complete).
+CORE_ENV_NAMES = (
+    "HLTM_DATA_DIR",
+    "HLTM_LLM_BACKEND",
+    "HLTM_LLM_MODEL",
+    "HLTM_JUDGE_MODEL",
+    "HLTM_REASONING_EFFORT",
+    "HLTM_LLM_TIMEOUT_S",
+    "HLTM_LLM_MAX_RETRIES",
+    "HLTM_EMBEDDINGS",
+    "HLTM_EMBEDDING_MODEL",
+)
+COMPONENT_ENV = {
+    "judge": {**JUDGE_ENV, "cron": JUDGE_CRON},
+    "probe": PROBE_ENV,
+    "patterns": PATTERNS_ENV,
+    "stats": STATS_ENV,
+    "api": API_ENV,
+}
+
+
+def read_env(table: dict[str, EnvVar]) -> dict[str, Any]:
+    """{field: parsed value} for the table's variables that are set (`ValueError` names a bad one)."""
+    values: dict[str, Any] = {}
+    for field_name, var in table.items():
+        raw = _env(var.name)
+        if raw is None:
+            continue
+        try:
+            values[field_name] = var.parse(raw)
+        except ValueError as err:
+            raise ValueError(f"{var.name}={raw!r} is not valid: {err}") from None
+    return values
+
+
+def mask(value: object) -> str:
+    """A secret shown by its length only (never a prefix: tokens share one)."""
+    return f"*** ({len(str(value))} chars)" if value else "-"
+
+
+def judge_cron() -> str:
+    """The nightly judge schedule (`HLTM_JUDGE_CRON`)."""
+    return read_env({"cron": JUDGE_CRON}).get("cron", DEFAULT_JUDGE_CRON)
+
+
+def unknown_env() -> list[str]:
+    """`HLTM_*` variables set in the environment that no setting reads (typos, removed ones)."""
+    known = set(CORE_ENV_NAMES)
+    known |= {var.name for table in COMPONENT_ENV.values() for var in table.values()}
+    return sorted(name for name in os.environ if name.startswith("HLTM_") and name not in known)

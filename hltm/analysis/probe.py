@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,17 +48,13 @@ from hltm.judge.pipeline import (
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JUDGE_TASK, build_payload
 from hltm.llm import LLM
+from hltm.settings import JUDGE_ENV, PROBE_ENV, read_env
 from hltm.tokens import count_tokens
 from hltm.warehouse import connect, table_exists
 
 RESULTS_TABLE = "recall_probe_results"
 _TOKENS_PER_MESSAGE = 3
 _DEFAULT_COMPLETION_TOKENS = 700
-
-
-def _env_float(name: str) -> float | None:
-    value = os.environ.get(name)
-    return float(value) if value not in (None, "") else None
 
 
 @dataclass(frozen=True)
@@ -79,22 +74,10 @@ class ProbeSettings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ProbeSettings:
-        env = os.environ.get
         # The probe spends the judge's kind of budget: its own setting, else the judge's.
-        budget = env("HLTM_PROBE_BUDGET") or env("HLTM_JUDGE_BUDGET")
-        values: dict[str, Any] = {
-            "sample_size": int(env("HLTM_PROBE_SAMPLE_SIZE") or cls.sample_size),
-            "min_overall": int(env("HLTM_PROBE_MIN_OVERALL") or cls.min_overall),
-            "top_k": int(env("HLTM_PROBE_TOP_K") or cls.top_k),
-            "archive_share": float(env("HLTM_PROBE_ARCHIVE_SHARE") or cls.archive_share),
-            "targeted_share": float(env("HLTM_PROBE_TARGETED_SHARE") or cls.targeted_share),
-            "budget": (None if budget.lower() == "none" else int(budget)) if budget else cls.budget,
-            "workers": int(env("HLTM_PROBE_WORKERS") or env("HLTM_JUDGE_WORKERS") or cls.workers),
-            "start_date": env("HLTM_PROBE_START_DATE") or cls.start_date,
-            "price_input_per_1m": _env_float("HLTM_PRICE_INPUT_PER_1M"),
-            "price_output_per_1m": _env_float("HLTM_PRICE_OUTPUT_PER_1M"),
-        }
-        values.update(overrides)
+        judge = read_env(JUDGE_ENV)
+        inherited = {name: judge[name] for name in ("budget", "workers") if name in judge}
+        values: dict[str, Any] = {**inherited, **read_env(PROBE_ENV), **overrides}
         settings = cls(**values)
         if settings.sample_size < 1 or settings.top_k < 1:
             raise ValueError("sample_size and top_k must be at least 1")

@@ -31,7 +31,6 @@ Output: `judge_stats.md` (the report), `tender.png`, `weight_study.md` + its PNG
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -53,22 +52,11 @@ from hltm.judge.pipeline import cached_scores
 from hltm.judge.quotes import survival_rate
 from hltm.judge.stats import SCORE_NAMES, WeightStudy, render_report, run_weight_study
 from hltm.llm import LLM, make_llm
-from hltm.settings import OFFLINE_BACKEND, Settings
+from hltm.settings import OFFLINE_BACKEND, STATS_ENV, Settings, read_env
+from hltm.settings import parse_prices as parse_prices  # its public home used to be here
 from hltm.warehouse import connect
 
 REPORT_NAME = "judge_stats.md"
-
-
-def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
-    """`"gpt-5-mini=0.25/2.0; gpt-4.1-mini=0.4/1.6"` → {model: (in, out)} USD per 1M tokens."""
-    out: dict[str, tuple[float, float]] = {}
-    for part in (text or "").replace(",", ";").split(";"):
-        if not part.strip():
-            continue
-        model, _, prices = part.partition("=")
-        price_in, _, price_out = prices.partition("/")
-        out[model.strip()] = (float(price_in), float(price_out or price_in))
-    return out
 
 
 @dataclass(frozen=True)
@@ -84,16 +72,10 @@ class ReportSettings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ReportSettings:
-        env = os.environ.get
-        models = tuple(m.strip() for m in (env("HLTM_TENDER_MODELS") or "").split(",") if m.strip())
         values: dict[str, Any] = {
-            "models": models,
-            "prices": parse_prices(env("HLTM_MODEL_PRICES")),
-            "n_permutations": int(env("HLTM_STATS_PERMUTATIONS") or cls.n_permutations),
-            "n_resamples": int(env("HLTM_STATS_RESAMPLES") or cls.n_resamples),
-            "seed": int(env("HLTM_STATS_SEED") or cls.seed),
+            **read_env(STATS_ENV),
+            **{k: v for k, v in overrides.items() if v is not None},
         }
-        values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
 

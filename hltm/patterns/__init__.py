@@ -9,7 +9,6 @@ memory hints. Dagster-free; `assets/patterns.py` and `hltm patterns …` wire it
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +38,7 @@ from hltm.patterns.store import (
     release,
     resolve_ids,
 )
+from hltm.settings import PATTERNS_ENV, read_env
 from hltm.warehouse import connect
 
 __all__ = [
@@ -67,10 +67,6 @@ __all__ = [
 ]
 
 
-def _flag(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
 @dataclass(frozen=True)
 class PatternSettings:
     """Mining settings, from the environment (`HLTM_PATTERNS_*`)."""
@@ -83,18 +79,10 @@ class PatternSettings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> PatternSettings:
-        env = os.environ.get
-        values: dict[str, Any] = {
-            "min_support": int(env("HLTM_PATTERNS_MIN_SUPPORT") or cls.min_support),
-            "auto_approve": _flag(env("HLTM_PATTERNS_AUTO_APPROVE")),
-            "window_days": int(env("HLTM_PATTERNS_WINDOW_DAYS") or cls.window_days),
-            "merge_cosine": float(env("HLTM_PATTERNS_MERGE_COSINE") or cls.merge_cosine),
-            "cron": env("HLTM_PATTERNS_CRON") or cls.cron,
-        }
-        values.update(overrides)
-        if values["min_support"] < 1:
+        settings = cls(**{**read_env(PATTERNS_ENV), **overrides})
+        if settings.min_support < 1:
             raise ValueError("min_support must be at least 1")
-        return cls(**values)
+        return settings
 
     def mining_config(self) -> MiningConfig:
         return MiningConfig(min_support=self.min_support, merge_cosine=self.merge_cosine)

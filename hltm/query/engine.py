@@ -26,7 +26,7 @@ from hltm.llm import LLM, LLMError, make_llm
 from hltm.query import tasks
 from hltm.query.boundary import ScopedMemory
 from hltm.query.log import log_query
-from hltm.query.parse import FIELDS, parse_question
+from hltm.query.parse import FIELDS, ground_pairs, parse_question
 from hltm.query.retrieve import (
     QueryEmbeddings,
     RetrievalConfig,
@@ -257,7 +257,8 @@ class QueryEngine:
         result.rationale = "The permitted subtree holds no memory nodes; nothing was retrieved."
 
     def parse(self, question: str) -> tuple[str, list[dict[str, str]]]:
-        """LLM call 1: intent and `field: value` pairs (rules if the LLM parser is off/failed)."""
+        """LLM call 1: intent and `field: value` pairs (rules if the LLM parser is off/failed;
+        a value the question does not state is dropped for the rules' pairs)."""
         if self.llm_parser:
             try:
                 parsed = self.llm.run(
@@ -268,7 +269,7 @@ class QueryEngine:
                     for p in parsed.pairs
                     if p.field.strip()
                 ]
-                return parsed.intent, pairs
+                return parsed.intent, ground_pairs(question, pairs)[0]
             except LLMError:
                 pass  # counted as a failed call; the rules still give a usable parse
         rules = parse_question(question)

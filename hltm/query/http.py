@@ -4,7 +4,9 @@
                      {"question": "...", "project": "<id>"?, "seat": "<id>"?, "context": false}
                      → 200 the query result (answer, rationale, citations, cost, …)
     GET  /v1/whoami  Authorization: Bearer <token>  → the token's identity and scope
+    GET  /v1/rankings/<vacancy_id>?top=10  Authorization: Bearer <token>  → its current ranking
     GET  /healthz    → {"status": "ok"}
+    GET  /openapi.json → the OpenAPI description (`hltm.query.api`), whose models validate input
 
 The caller's identity comes only from the token (`hltm token create`). A missing, malformed,
 unknown or revoked token is 401. The body may narrow the scope to a seat or project inside the
@@ -18,6 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -25,12 +28,19 @@ from starlette.routing import Route
 
 from hltm.llm import LLMError
 from hltm.query.access import identity_for_token
+from hltm.query.api import (
+    AskRequest,
+    RankingQuery,
+    RankingResponse,
+    invalid_body,
+    openapi_spec,
+)
 from hltm.query.boundary import IsolationError
 from hltm.query.engine import QueryEngine
+from hltm.query.rankings import scoped_ranking
 from hltm.query.scope import Identity, ScopeError
 
 log = logging.getLogger(__name__)
-MAX_QUESTION_CHARS = 2000
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -81,25 +91,32 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
             body: Any = await request.json()
         except ValueError:
             return _error(400, "the body must be JSON")
-        if not isinstance(body, dict):
-            return _error(400, "the body must be a JSON object")
-        question = body.get("question")
-        if not isinstance(question, str) or not question.strip():
-            return _error(400, "'question' (a non-empty string) is required")
-        if len(question) > MAX_QUESTION_CHARS:
-            return _error(400, f"'question' is longer than {MAX_QUESTION_CHARS} characters")
-        target = identity
-        for level in ("seat", "project"):  # narrowest given wins
-            value = body.get(level)
-            if value is not None:
-                if not isinstance(value, str) or not value.strip():
-                    return _error(400, f"'{level}' must be a non-empty string")
-                target = Identity(level, value.strip())  # type: ignore[arg-type]
-        if body.get("contract") is not None and body.get("contract") != (
-            identity.id if identity.level == "contract" else None
-        ):
+        try:
+            asked = AskRequest.model_validate(body)
+            target = asked.target(identity)
+        except ValidationError as err:
+            return JSONResponse(invalid_body(err).model_dump(), status_code=400)
+        except ScopeError:
             return _error(403, "outside the token's scope")
-        return await _run(identity, target, question, bool(body.get("context", False)))
+        return await _run(identity, target, asked.question, asked.context)
+
+    def ranking(request: Request) -> JSONResponse:
+        identity = authenticate(request)
+        if isinstance(identity, JSONResponse):
+            return identity
+        try:
+            query = RankingQuery.model_validate(dict(request.query_params), strict=False)
+        except ValidationError as err:
+            return JSONResponse(invalid_body(err).model_dump(), status_code=400)
+        settings = engine.settings
+        vacancy_id = request.path_params["vacancy_id"]
+        try:
+            found = scoped_ranking(settings.sources_db, settings.derived_db, identity, vacancy_id)
+        except ScopeError:
+            return _error(403, "outside the token's scope")
+        except LookupError as err:
+            return _error(404, str(err))
+        return JSONResponse(RankingResponse.of(found, query.top).model_dump())
 
     async def _run(
         identity: Identity, target: Identity, question: str, with_context: bool
@@ -127,6 +144,8 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
     return Starlette(
         routes=[
             Route("/healthz", health, methods=["GET"]),
+            Route("/openapi.json", lambda _: JSONResponse(openapi_spec()), methods=["GET"]),
+            Route("/v1/rankings/{vacancy_id}", ranking, methods=["GET"]),
             Route("/v1/whoami", whoami, methods=["GET"]),
             Route("/v1/ask", ask, methods=["POST"]),
         ]

@@ -7,14 +7,23 @@ uses (`hltm.memory.lexicon`: gazetteer, work modes, employment types, seniority,
 value in a question and a value in memory meet in one canonical spelling; role phrases are found
 by their head noun (engineer, developer, analyst, …, разработчик, инженер, …). A field named
 without a value ("where do I usually hire?") becomes `location: ""`. English and Russian.
+
+The same module checks an LLM's parse (`ground_pairs`): a model may return values the question
+never states (a small one echoed the prompt's own examples), and such a value would steer
+retrieval towards memory nobody asked about.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
+from rapidfuzz import fuzz
+
 from hltm.memory import lexicon as lx
+
+log = logging.getLogger(__name__)
 
 # The fields the memory uses, with what they mean (sent to the LLM parser too).
 FIELDS: dict[str, str] = {
@@ -256,3 +265,73 @@ def parse_question(question: str) -> dict[str, Any]:
     order = {name: i for i, name in enumerate(FIELDS)}
     pairs.sort(key=lambda p: (order.get(p["field"], len(order)), p["value"] == ""))
     return {"intent": intent, "pairs": pairs}
+
+
+# ---- grounding an LLM's parse in the question ---------------------------------------------------
+
+_WORD = re.compile(r"[\w+#]+(?:[.'][\w+#]+)*", re.UNICODE)
+# Words a value may add without stating anything (a model's "in the Berlin area").
+_FILLER = {"the", "a", "an", "of", "in", "and", "or", "area", "region", "city", "level", "role"}
+# Two spellings of one word: inflection (engineer/engineers, разработчик/разработчиков).
+_SAME_WORD_RATIO = 85.0
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+def _word_in(word: str, question_words: list[str]) -> bool:
+    if word in question_words:
+        return True
+    if len(word) < 4 or not word.isalpha():  # short words and numbers must match exactly
+        return False
+    return any(
+        len(q) >= 4 and q[:3] == word[:3] and fuzz.ratio(word, q) >= _SAME_WORD_RATIO
+        for q in question_words
+    )
+
+
+def is_grounded(field: str, value: str, question: str) -> bool:
+    """Whether the question itself states `value`.
+
+    Stated means: the value's words are in the question (inflections allowed), or the value is a
+    vocabulary term (a place, work mode, employment type, seniority, skill, language) that the
+    question names in any of its spellings ("SF" → "San Francisco Bay Area", "удалённо" →
+    "remote"). A field asked without a value ("") is always grounded: the field names come from
+    the list the parser was given, only values must come from the question.
+    """
+    if not value.strip():
+        return True
+    # The field's own vocabulary first, then the others (a model may file "remote" as a location).
+    named = lx.normalise_field(field)
+    vocabularies = sorted(lx.CANONICAL_TERMS.items(), key=lambda item: item[0] != named)
+    for _, vocabulary in vocabularies:
+        name = lx.term_named(vocabulary, value)
+        if name is not None:
+            return name in {found for found, _ in lx.find_terms(vocabulary, question)}
+    question_words = _words(question)
+    words = [w for w in _words(value) if w not in _FILLER]
+    return bool(words) and all(_word_in(w, question_words) for w in words)
+
+
+def ground_pairs(
+    question: str, pairs: list[dict[str, str]]
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(pairs to use, dropped pairs) for an LLM's parse of `question`.
+
+    Pairs whose value the question does not state are dropped; when any was, the rule-based
+    parse's pairs (grounded by construction) are added, so the question's real conditions still
+    reach retrieval.
+    """
+    kept = [p for p in pairs if is_grounded(p["field"], p["value"], question)]
+    dropped = [p for p in pairs if p not in kept]
+    if not dropped:
+        return pairs, []
+    log.warning("query parse: dropped values the question does not state: %s", dropped)
+    seen = {(lx.normalise_field(p["field"]), lx.normalise_value(p["value"])) for p in kept}
+    for pair in parse_question(question)["pairs"]:
+        key = (pair["field"], lx.normalise_value(pair["value"]))
+        if key not in seen:
+            seen.add(key)
+            kept.append(pair)
+    return kept, dropped
