@@ -136,9 +136,13 @@ def test_streamable_http_client_is_scoped_by_its_bearer_token(
     accept = {"Accept": "application/json, text/event-stream"}
     for headers in ({}, {"Authorization": "Bearer hltm_unknown"}):
         refused = httpx2.post(mcp_url, json=body, headers={**accept, **headers})
-        assert refused.status_code == 401 and "bearer" in refused.headers["www-authenticate"].lower()
+        assert (
+            refused.status_code == 401 and "bearer" in refused.headers["www-authenticate"].lower()
+        )
     assert revoke_token(db, token_id)
-    revoked = httpx2.post(mcp_url, json=body, headers={**accept, "Authorization": f"Bearer {token}"})
+    revoked = httpx2.post(
+        mcp_url, json=body, headers={**accept, "Authorization": f"Bearer {token}"}
+    )
     assert revoked.status_code == 401
 
 

@@ -294,11 +294,12 @@ def _word_in(word: str, question_words: list[str]) -> bool:
 def is_grounded(field: str, value: str, question: str) -> bool:
     """Whether the question itself states `value`.
 
-    Stated means: the value's words are in the question (inflections allowed), or the value is a
-    vocabulary term (a place, work mode, employment type, seniority, skill, language) that the
-    question names in any of its spellings ("SF" → "San Francisco Bay Area", "удалённо" →
-    "remote"). A field asked without a value ("") is always grounded: the field names come from
-    the list the parser was given, only values must come from the question.
+    Stated means: the value is a vocabulary term (a place, work mode, employment type, seniority,
+    skill, language) that the question names in any of its spellings ("SF" → "San Francisco Bay
+    Area", "удалённо" → "remote"), or the value's words are in the question (inflections and
+    "back-end" / "backend" allowed). A field asked without a value ("") is always grounded: field
+    names come from the list the parser was given (the memory's fields), values only from the
+    question.
     """
     if not value.strip():
         return True
@@ -308,8 +309,12 @@ def is_grounded(field: str, value: str, question: str) -> bool:
     for _, vocabulary in vocabularies:
         name = lx.term_named(vocabulary, value)
         if name is not None:
-            return name in {found for found, _ in lx.find_terms(vocabulary, question)}
+            if name in {found for found, _ in lx.find_terms(vocabulary, question)}:
+                return True
+            break  # not in any spelling the vocabulary knows: the question's words decide
     question_words = _words(question)
+    # "back-end" / "front end" in the question state the value "backend" / "frontend" too.
+    question_words += [a + b for a, b in zip(question_words, question_words[1:], strict=False)]
     words = [w for w in _words(value) if w not in _FILLER]
     return bool(words) and all(_word_in(w, question_words) for w in words)
 
