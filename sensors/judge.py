@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import dagster as dg
 
 from assets.judge import VACANCIES, judge_refresh_job
 from hltm.judge.data import vacancy_ids
+from hltm.settings import judge_cron
 from resources import WarehouseResource
 
 MAX_PARTITION_REQUESTS = 25_000
@@ -83,7 +83,7 @@ def vacancy_changes(
 judge_nightly = dg.ScheduleDefinition(
     name="judge_nightly",
     job=judge_refresh_job,
-    cron_schedule=os.environ.get("HLTM_JUDGE_CRON", "0 2 * * *"),
+    cron_schedule=judge_cron(),
     default_status=dg.DefaultScheduleStatus.RUNNING,
     run_config={"ops": {"judge_all_vacancies": {"config": {"vacancies": []}}}},
     tags={"hltm/judge": "nightly"},
