@@ -9,6 +9,8 @@ answer, logged with its cost.
 * `engine`     `QueryEngine.ask` / `ask()`: the one entry point (Python, CLI, HTTP)
 * `log`        the `query_log` table (input of query-pattern mining)
 * `access`     bearer tokens → identities;  `http`: the Starlette endpoint
+* `api`        the agent-facing models and the OpenAPI spec;  `mcp_server`: the MCP tools
+* `rankings`   a vacancy's ranking, read only inside the caller's subtree
 * `evaluation`, `baselines`, `leakage`, `metrics`: the evaluation harness and isolation test
 * `demo`       the one-question step of `hltm demo`
 """
