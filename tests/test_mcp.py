@@ -99,7 +99,7 @@ async def _scoped_session_checks(
 
     mine = await session.call_tool("ranking", {"vacancy_id": ranked.own_vacancy, "top": 2})
     assert not mine.is_error, mine.content
-    assert [c["rank"] for c in mine.structured_content["top"]] == [1, 2]
+    assert len(mine.structured_content["top"]) == 2
     refusals = set()
     for vacancy in (ranked.foreign_vacancy, "no-such-vacancy"):
         refused = await session.call_tool("ranking", {"vacancy_id": vacancy})

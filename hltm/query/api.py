@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
 from pydantic.json_schema import models_json_schema
 
+from hltm.judge.journal import Ranked
 from hltm.query.rankings import ScopedRanking
 from hltm.query.scope import Identity, ScopeError
 
@@ -115,16 +116,6 @@ class RankingQuery(BaseModel):
     top: int = Field(10, ge=1, le=1000, description="How many of the best candidates to return.")
 
 
-class RankedCandidate(BaseModel):
-    rank: int
-    resume_id: str
-    overall: int
-    role: int
-    level: int
-    skills: int
-    experience: int
-
-
 class RankingResponse(BaseModel):
     """A vacancy's latest published ranking (from the append-only journal), sorted by overall."""
 
@@ -140,7 +131,7 @@ class RankingResponse(BaseModel):
     judged: int
     pending: int
     failed: int
-    top: list[RankedCandidate]
+    top: list[Ranked] = Field(description="Best first (by overall): the position is the rank.")
 
     @classmethod
     def of(cls, ranking: ScopedRanking, top: int) -> RankingResponse:
@@ -158,7 +149,7 @@ class RankingResponse(BaseModel):
             judged=entry.judged,
             pending=entry.pending,
             failed=entry.failed,
-            top=[RankedCandidate(rank=i, **r.as_json()) for i, r in enumerate(entry.top(top), 1)],
+            top=entry.top(top),
         )
 
 
@@ -183,7 +174,6 @@ def invalid_body(err: ValidationError) -> ErrorResponse:
 
 _MODELS: tuple[type[BaseModel], ...] = (
     AskRequest,
-    RankingQuery,
     AskResponse,
     WhoAmI,
     Health,
