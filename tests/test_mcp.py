@@ -108,6 +108,13 @@ async def _scoped_session_checks(
     (refusal,) = refusals  # a foreign vacancy and an unknown one get the same answer
     assert "outside the token's scope" in refusal
 
+    for tool, arguments in (
+        ("ranking", {"vacancy_id": ranked.own_vacancy, "top": 0}),
+        ("ask", {"question": "x" * 2001}),
+    ):
+        invalid = await session.call_tool(tool, arguments)  # the same bounds as over HTTP
+        assert invalid.is_error and "validation error" in invalid.content[0].text
+
     who = await session.call_tool("whoami", {})
     return who.structured_content
 

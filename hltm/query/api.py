@@ -20,6 +20,21 @@ from hltm.query.scope import Identity, ScopeError
 API_VERSION = "1.0.0"
 MAX_QUESTION_CHARS = 2000
 NodeIdText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+# Argument types shared by the HTTP bodies and the MCP tools' signatures (one schema for both).
+Question = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS),
+    Field(description="The question, in the recruiter's words (English or Russian)."),
+]
+NarrowSeat = Annotated[
+    NodeIdText | None, Field(description="Narrow to this seat (inside the token's subtree).")
+]
+NarrowProject = Annotated[
+    NodeIdText | None,
+    Field(description="Narrow to this project (inside the token's subtree; wins over seat)."),
+]
+WithContext = Annotated[StrictBool, Field(description="Also return the retrieved context.")]
+Top = Annotated[int, Field(ge=1, le=1000, description="How many of the best candidates.")]
 
 
 class AskRequest(BaseModel):
@@ -27,17 +42,13 @@ class AskRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    question: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS)
-    ] = Field(description="The question, in the recruiter's words (English or Russian).")
-    seat: NodeIdText | None = Field(None, description="Narrow to this seat (inside the token's).")
-    project: NodeIdText | None = Field(
-        None, description="Narrow to this project (inside the token's subtree; wins over seat)."
-    )
+    question: Question
+    seat: NarrowSeat = None
+    project: NarrowProject = None
     contract: NodeIdText | None = Field(
         None, description="Only the token's own contract is accepted; never widens."
     )
-    context: StrictBool = Field(False, description="Also return the retrieved context.")
+    context: WithContext = False
 
     def target(self, identity: Identity) -> Identity:
         """The identity to ask as: the narrowest level given, else the token's own.
@@ -113,7 +124,7 @@ class Health(BaseModel):
 class RankingQuery(BaseModel):
     """The query string of a ranking lookup."""
 
-    top: int = Field(10, ge=1, le=1000, description="How many of the best candidates to return.")
+    top: Top = 10
 
 
 class RankingResponse(BaseModel):

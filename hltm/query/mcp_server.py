@@ -30,6 +30,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 from starlette.applications import Starlette
 
@@ -38,9 +39,14 @@ from hltm.query.access import identity_for_token
 from hltm.query.api import (
     AskRequest,
     AskResponse,
-    RankingQuery,
+    NarrowProject,
+    NarrowSeat,
+    NodeIdText,
+    Question,
     RankingResponse,
+    Top,
     WhoAmI,
+    WithContext,
     invalid_body,
 )
 from hltm.query.boundary import IsolationError
@@ -53,6 +59,8 @@ Transport = Literal["stdio", "http"]
 SERVER_NAME = "hltm-memory"
 READ_SCOPE = "hltm:read"
 OUTSIDE = "outside the token's scope"
+# Reading only (a question is logged for pattern mining, nothing a caller sees changes).
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 INSTRUCTIONS = (
     "Recruiting memory of one contract, seat or project (the caller's token decides which). "
     "`ask` answers a recruiter's question with citations to memory node ids; `ranking` returns a "
@@ -109,13 +117,13 @@ def create_server(
             raise ToolError("the token is missing, unknown or revoked")
         return identity
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def ask(
-        question: str,
+        question: Question,
         ctx: Context,
-        seat: str | None = None,
-        project: str | None = None,
-        context: bool = False,
+        seat: NarrowSeat = None,
+        project: NarrowProject = None,
+        context: WithContext = False,
     ) -> AskResponse:
         """Answer a recruiter's question from the memory of the caller's subtree, with citations
         (node ids) and cost. `seat` / `project` narrow the scope inside the caller's own."""
@@ -142,24 +150,21 @@ def create_server(
             raise ToolError("refused: a store returned data outside the permitted scope") from None
         return AskResponse.model_validate(result.as_dict(with_context=asked.context))
 
-    @server.tool()
-    def ranking(vacancy_id: str, ctx: Context, top: int = 10) -> RankingResponse:
+    @server.tool(annotations=READ_ONLY)
+    def ranking(vacancy_id: NodeIdText, ctx: Context, top: Top = 10) -> RankingResponse:
         """The latest published candidate ranking of a vacancy of the caller's subtree, best
         first (judge scores 0-100; `current` says whether it is for the vacancy's present text)."""
         identity = caller(ctx)
         try:
-            query = RankingQuery.model_validate({"top": top})
             settings = engine.settings
             found = scoped_ranking(settings.sources_db, settings.derived_db, identity, vacancy_id)
-        except ValidationError as err:
-            raise ToolError(invalid_body(err).error) from None
         except ScopeError:
             raise ToolError(OUTSIDE) from None
         except LookupError as err:
             raise ToolError(str(err)) from None
-        return RankingResponse.of(found, query.top)
+        return RankingResponse.of(found, top)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def whoami(ctx: Context) -> WhoAmI:
         """The caller's identity (from its token) and the subtree it may read."""
         identity = caller(ctx)
