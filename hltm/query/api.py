@@ -8,14 +8,22 @@ The spec is generated from the models, so it cannot drift from what is validated
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import logging
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from hltm.judge.journal import Ranked
-from hltm.query.rankings import ScopedRanking
+from hltm.llm import LLMError
+from hltm.query.boundary import IsolationError
+from hltm.query.rankings import ScopedRanking, scoped_ranking
 from hltm.query.scope import Identity, ScopeError
+
+if TYPE_CHECKING:
+    from hltm.query.engine import QueryEngine, QueryResult
+
+log = logging.getLogger(__name__)
 
 API_VERSION = "1.0.0"
 MAX_QUESTION_CHARS = 2000
@@ -179,6 +187,49 @@ def invalid_body(err: ValidationError) -> ErrorResponse:
     ]
     summary = "; ".join(f"{'.'.join(p['loc']) or '(body)'}: {p['msg']}" for p in problems)
     return ErrorResponse(error=f"invalid request body: {summary}", detail=problems)
+
+
+# ---- the two lookups, as both faces run them ----------------------------------------------------
+
+OUTSIDE = "outside the token's scope"
+
+
+class ApiError(Exception):
+    """A refusal both faces report alike: HTTP with `status`, MCP as a tool error."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def answer(engine: QueryEngine, identity: Identity, asked: AskRequest, channel: str) -> QueryResult:
+    """Ask as `identity` (a token's), narrowed by the request but never widened."""
+    try:
+        target = asked.target(identity)
+        within = identity if target != identity else None
+        return engine.ask(target, asked.question, within=within, channel=channel)
+    except ScopeError:
+        raise ApiError(403, OUTSIDE) from None
+    except LLMError as err:
+        log.warning("LLM failure for %s: %s", identity, err)
+        raise ApiError(502, f"the language model failed: {err.reason}") from None
+    except IsolationError:
+        log.exception("isolation check failed for %s", identity)
+        raise ApiError(500, "refused: a store returned data outside the permitted scope") from None
+
+
+def ranking(engine: QueryEngine, identity: Identity, vacancy_id: str, top: int) -> RankingResponse:
+    """A vacancy's ranking if it lies in `identity`'s subtree (a foreign and an unknown vacancy
+    get the same 403)."""
+    settings = engine.settings
+    try:
+        found = scoped_ranking(settings.sources_db, settings.derived_db, identity, vacancy_id)
+    except ScopeError:
+        raise ApiError(403, OUTSIDE) from None
+    except LookupError as err:
+        raise ApiError(404, str(err)) from None
+    return RankingResponse.of(found, top)
 
 
 # ---- the OpenAPI description ------------------------------------------------------------------

@@ -27,17 +27,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from hltm.llm import LLMError
+from hltm.query import api
 from hltm.query.access import identity_for_token
-from hltm.query.api import (
-    AskRequest,
-    RankingQuery,
-    RankingResponse,
-    invalid_body,
-    openapi_spec,
-)
+from hltm.query.api import AskRequest, RankingQuery, invalid_body, openapi_spec
 from hltm.query.boundary import IsolationError
 from hltm.query.engine import QueryEngine
-from hltm.query.rankings import scoped_ranking
 from hltm.query.scope import Identity, ScopeError
 
 log = logging.getLogger(__name__)
@@ -108,15 +102,11 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
             query = RankingQuery.model_validate(dict(request.query_params), strict=False)
         except ValidationError as err:
             return JSONResponse(invalid_body(err).model_dump(), status_code=400)
-        settings = engine.settings
-        vacancy_id = request.path_params["vacancy_id"]
         try:
-            found = scoped_ranking(settings.sources_db, settings.derived_db, identity, vacancy_id)
-        except ScopeError:
-            return _error(403, "outside the token's scope")
-        except LookupError as err:
-            return _error(404, str(err))
-        return JSONResponse(RankingResponse.of(found, query.top).model_dump())
+            found = api.ranking(engine, identity, request.path_params["vacancy_id"], query.top)
+        except api.ApiError as err:
+            return _error(err.status, err.message)
+        return JSONResponse(found.model_dump())
 
     async def _run(
         identity: Identity, target: Identity, question: str, with_context: bool

@@ -20,7 +20,6 @@ query engine's structural filter, the same as over HTTP, not something the tools
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Literal
 
@@ -34,9 +33,10 @@ from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 from starlette.applications import Starlette
 
-from hltm.llm import LLMError
+from hltm.query import api
 from hltm.query.access import identity_for_token
 from hltm.query.api import (
+    ApiError,
     AskRequest,
     AskResponse,
     NarrowProject,
@@ -49,16 +49,12 @@ from hltm.query.api import (
     WithContext,
     invalid_body,
 )
-from hltm.query.boundary import IsolationError
 from hltm.query.engine import QueryEngine
-from hltm.query.rankings import scoped_ranking
 from hltm.query.scope import Identity, ScopeError
 
-log = logging.getLogger(__name__)
 Transport = Literal["stdio", "http"]
 SERVER_NAME = "hltm-memory"
 READ_SCOPE = "hltm:read"
-OUTSIDE = "outside the token's scope"
 # Reading only (a question is logged for pattern mining, nothing a caller sees changes).
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 INSTRUCTIONS = (
@@ -131,44 +127,30 @@ def create_server(
         arguments = {"question": question, "seat": seat, "project": project, "context": context}
         try:
             asked = AskRequest.model_validate(arguments)
-            target = asked.target(identity)
-            result = engine.ask(
-                target,
-                asked.question,
-                within=identity if target != identity else None,
-                channel="mcp",
-            )
+            result = api.answer(engine, identity, asked, channel="mcp")
         except ValidationError as err:
             raise ToolError(invalid_body(err).error) from None
-        except ScopeError:
-            raise ToolError(OUTSIDE) from None
-        except LLMError as err:
-            log.warning("LLM failure for %s: %s", identity, err)
-            raise ToolError(f"the language model failed: {err.reason}") from None
-        except IsolationError:
-            log.exception("isolation check failed for %s", identity)
-            raise ToolError("refused: a store returned data outside the permitted scope") from None
+        except ApiError as err:
+            raise ToolError(err.message) from None
         return AskResponse.model_validate(result.as_dict(with_context=asked.context))
 
     @server.tool(annotations=READ_ONLY)
     def ranking(vacancy_id: NodeIdText, ctx: Context, top: Top = 10) -> RankingResponse:
         """The latest published candidate ranking of a vacancy of the caller's subtree, best
         first (judge scores 0-100; `current` says whether it is for the vacancy's present text)."""
-        identity = caller(ctx)
         try:
-            settings = engine.settings
-            found = scoped_ranking(settings.sources_db, settings.derived_db, identity, vacancy_id)
-        except ScopeError:
-            raise ToolError(OUTSIDE) from None
-        except LookupError as err:
-            raise ToolError(str(err)) from None
-        return RankingResponse.of(found, top)
+            return api.ranking(engine, caller(ctx), vacancy_id, top)
+        except ApiError as err:
+            raise ToolError(err.message) from None
 
     @server.tool(annotations=READ_ONLY)
     def whoami(ctx: Context) -> WhoAmI:
         """The caller's identity (from its token) and the subtree it may read."""
         identity = caller(ctx)
-        scope = engine.scope_for(identity)
+        try:
+            scope = engine.scope_for(identity)
+        except ScopeError as err:
+            raise ToolError(str(err)) from None
         return WhoAmI(identity=identity.node_id, scope=scope.describe(), has_memory=not scope.empty)
 
     return server
