@@ -16,7 +16,6 @@ widens its scope, and the answer never says whether the other id exists.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from hltm.llm import LLMError
 from hltm.query import api
 from hltm.query.access import identity_for_token
 from hltm.query.api import AskRequest, RankingQuery, invalid_body, openapi_spec
-from hltm.query.boundary import IsolationError
 from hltm.query.engine import QueryEngine
-from hltm.query.scope import Identity, ScopeError
-
-log = logging.getLogger(__name__)
+from hltm.query.scope import Identity
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -87,12 +82,9 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
             return _error(400, "the body must be JSON")
         try:
             asked = AskRequest.model_validate(body)
-            target = asked.target(identity)
         except ValidationError as err:
             return JSONResponse(invalid_body(err).model_dump(), status_code=400)
-        except ScopeError:
-            return _error(403, "outside the token's scope")
-        return await _run(identity, target, asked.question, asked.context)
+        return await _run(identity, asked)
 
     def ranking(request: Request) -> JSONResponse:
         identity = authenticate(request)
@@ -108,28 +100,14 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
             return _error(err.status, err.message)
         return JSONResponse(found.model_dump())
 
-    async def _run(
-        identity: Identity, target: Identity, question: str, with_context: bool
-    ) -> JSONResponse:
+    async def _run(identity: Identity, asked: AskRequest) -> JSONResponse:
         from starlette.concurrency import run_in_threadpool
 
         try:
-            result = await run_in_threadpool(
-                engine.ask,
-                target,
-                question,
-                within=identity if target != identity else None,
-                channel="http",
-            )
-        except ScopeError:
-            return _error(403, "outside the token's scope")
-        except LLMError as err:
-            log.warning("LLM failure for %s: %s", identity, err)
-            return _error(502, f"the language model failed: {err.reason}")
-        except IsolationError:
-            log.exception("isolation check failed for %s", identity)
-            return _error(500, "refused: a store returned data outside the permitted scope")
-        return JSONResponse(result.as_dict(with_context=with_context))
+            result = await run_in_threadpool(api.answer, engine, identity, asked, "http")
+        except api.ApiError as err:
+            return _error(err.status, err.message)
+        return JSONResponse(result.as_dict(with_context=asked.context))
 
     return Starlette(
         routes=[
