@@ -124,8 +124,8 @@ def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
 
 
 JUDGE_ENV = {
-    "budget": EnvVar("HLTM_JUDGE_BUDGET", int, "cold judge evaluations per run (3000)"),
-    "workers": EnvVar("HLTM_JUDGE_WORKERS", int, "parallel judge calls (5)"),
+    "budget": EnvVar("HLTM_JUDGE_BUDGET", int, "cold judge evaluations per run"),
+    "workers": EnvVar("HLTM_JUDGE_WORKERS", int, "parallel judge calls"),
     "extra_formal_patterns": EnvVar(
         "HLTM_JUDGE_FORMAL_PATTERNS", _lines, "extra formal-item regexes, one per line"
     ),
@@ -133,32 +133,32 @@ JUDGE_ENV = {
 JUDGE_CRON = EnvVar("HLTM_JUDGE_CRON", str, "the nightly judge schedule")
 DEFAULT_JUDGE_CRON = "0 2 * * *"
 PROBE_ENV = {
-    "sample_size": EnvVar("HLTM_PROBE_SAMPLE_SIZE", int, "candidates per vacancy (20)"),
-    "min_overall": EnvVar("HLTM_PROBE_MIN_OVERALL", int, "a displacing find's overall (80)"),
-    "top_k": EnvVar("HLTM_PROBE_TOP_K", int, "the top it must beat (10)"),
-    "archive_share": EnvVar("HLTM_PROBE_ARCHIVE_SHARE", float, "share from the archive (0.5)"),
-    "targeted_share": EnvVar("HLTM_PROBE_TARGETED_SHARE", float, "BM25-targeted share (0.5)"),
+    "sample_size": EnvVar("HLTM_PROBE_SAMPLE_SIZE", int, "candidates per vacancy"),
+    "min_overall": EnvVar("HLTM_PROBE_MIN_OVERALL", int, "a displacing find's overall"),
+    "top_k": EnvVar("HLTM_PROBE_TOP_K", int, "the top it must beat"),
+    "archive_share": EnvVar("HLTM_PROBE_ARCHIVE_SHARE", float, "share from the archive"),
+    "targeted_share": EnvVar("HLTM_PROBE_TARGETED_SHARE", float, "BM25-targeted share"),
     "budget": EnvVar("HLTM_PROBE_BUDGET", _budget, "cold evaluations ('none': unlimited)"),
-    "workers": EnvVar("HLTM_PROBE_WORKERS", int, "parallel calls (the judge's)"),
-    "start_date": EnvVar("HLTM_PROBE_START_DATE", str, "first month partition (2025-01-01)"),
+    "workers": EnvVar("HLTM_PROBE_WORKERS", int, "parallel calls (default: the judge's)"),
+    "start_date": EnvVar("HLTM_PROBE_START_DATE", str, "first month partition"),
     "price_input_per_1m": EnvVar("HLTM_PRICE_INPUT_PER_1M", float, "USD per 1M prompt tokens"),
     "price_output_per_1m": EnvVar(
         "HLTM_PRICE_OUTPUT_PER_1M", float, "USD per 1M completion tokens"
     ),
 }
 PATTERNS_ENV = {
-    "min_support": EnvVar("HLTM_PATTERNS_MIN_SUPPORT", int, "distinct identities per pattern (3)"),
-    "auto_approve": EnvVar("HLTM_PATTERNS_AUTO_APPROVE", _flag, "release without review (0)"),
+    "min_support": EnvVar("HLTM_PATTERNS_MIN_SUPPORT", int, "distinct identities per pattern"),
+    "auto_approve": EnvVar("HLTM_PATTERNS_AUTO_APPROVE", _flag, "release without review"),
     "window_days": EnvVar("HLTM_PATTERNS_WINDOW_DAYS", int, "only the last N days (0: all)"),
-    "merge_cosine": EnvVar("HLTM_PATTERNS_MERGE_COSINE", float, "template merge cosine (0.98)"),
-    "cron": EnvVar("HLTM_PATTERNS_CRON", str, "the mining schedule (0 3 * * 1)"),
+    "merge_cosine": EnvVar("HLTM_PATTERNS_MERGE_COSINE", float, "template merge cosine"),
+    "cron": EnvVar("HLTM_PATTERNS_CRON", str, "the mining schedule"),
 }
 STATS_ENV = {
     "models": EnvVar("HLTM_TENDER_MODELS", _names, "judge models of the tender, comma-separated"),
     "prices": EnvVar("HLTM_MODEL_PRICES", parse_prices, "model=in/out USD per 1M; ..."),
-    "n_permutations": EnvVar("HLTM_STATS_PERMUTATIONS", int, "permutation test shuffles (1000)"),
-    "n_resamples": EnvVar("HLTM_STATS_RESAMPLES", int, "bootstrap resamples (10000)"),
-    "seed": EnvVar("HLTM_STATS_SEED", int, "random seed (0)"),
+    "n_permutations": EnvVar("HLTM_STATS_PERMUTATIONS", int, "permutation test shuffles"),
+    "n_resamples": EnvVar("HLTM_STATS_RESAMPLES", int, "bootstrap resamples"),
+    "seed": EnvVar("HLTM_STATS_SEED", int, "random seed"),
 }
 API_ENV = {
     "token": EnvVar("HLTM_TOKEN", str, "the caller's token for `hltm mcp` over stdio", True),
