@@ -51,35 +51,28 @@ def _engine(settings: Settings, backend: EchoingExamples) -> QueryEngine:
 
 
 @pytest.mark.parametrize(
-    ("question", "field", "value"),
+    ("question", "field", "value", "stated"),
     [
-        ("Which projects hire in the bay area?", "location", "San Francisco Bay Area"),
-        ("Какие проекты ищут разработчиков в Москве удалённо?", "location", "Moscow"),
-        ("Какие проекты ищут разработчиков в Москве удалённо?", "work_mode", "remote"),
-        ("Какие проекты ищут разработчиков в Москве удалённо?", "title", "разработчик"),
-        ("Which projects hire senior back-end engineers?", "title", "backend engineer"),
-        ("Do we hire Python developers?", "skill", "python"),
-        ("Roles paying 120k?", "salary", "120k"),
-        ("Where do I usually hire?", "location", ""),
+        ("Which projects hire in the bay area?", "location", "San Francisco Bay Area", True),
+        ("Какие проекты ищут разработчиков в Москве удалённо?", "location", "Moscow", True),
+        ("Какие проекты ищут разработчиков в Москве удалённо?", "work_mode", "remote", True),
+        ("Какие проекты ищут разработчиков в Москве удалённо?", "title", "разработчик", True),
+        ("Which projects hire senior back-end engineers?", "title", "backend engineer", True),
+        ("Do we hire Python developers?", "skill", "python", True),
+        ("Roles paying 120k?", "salary", "120k", True),
+        ("Where do I usually hire?", "location", "", True),
+        ("Where do I usually hire?", "location", "San Francisco Bay Area", False),
+        ("Where do I usually hire?", "work_mode", "remote", False),
+        ("Which roles do we hire for?", "title", "software engineer", False),
+        ("Do we hire onsite in Berlin?", "work_mode", "remote", False),
+        ("Roles paying 120k?", "salary", "$150k", False),
+        ("Which projects hire engineers in Berlin?", "title", "EXAMPLE-ROLE engineer", False),
     ],
 )
-def test_values_the_question_states_are_grounded(question: str, field: str, value: str) -> None:
-    assert is_grounded(field, value, question)
-
-
-@pytest.mark.parametrize(
-    ("question", "field", "value"),
-    [
-        ("Where do I usually hire?", "location", "San Francisco Bay Area"),
-        ("Where do I usually hire?", "work_mode", "remote"),
-        ("Which roles do we hire for?", "title", "software engineer"),
-        ("Do we hire onsite in Berlin?", "work_mode", "remote"),
-        ("Roles paying 120k?", "salary", "$150k"),
-        ("Which projects hire engineers in Berlin?", "title", "EXAMPLE-ROLE engineer"),
-    ],
-)
-def test_values_the_question_does_not_state_are_not(question: str, field: str, value: str) -> None:
-    assert not is_grounded(field, value, question)
+def test_a_value_is_grounded_only_when_the_question_states_it(
+    question: str, field: str, value: str, stated: bool
+) -> None:
+    assert is_grounded(field, value, question) is stated
 
 
 def test_the_reported_echo_falls_back_to_the_rules() -> None:
