@@ -53,7 +53,8 @@ def _run(env: JudgeEnv, db: Path, vacancy: Any, pool: list[Any], workers: int) -
                         workers=workers)  # fmt: skip
     with connect(db) as con:
         gate = config_gate(con, env.config)
-    entry = publish_ranking(db, vacancy, pool, env.config, gate)
+    entry = publish_ranking(db, vacancy, pool, env.config, gate).live
+    assert entry is not None
     wall = time.perf_counter() - started
     return {
         "pairs": len(pool),

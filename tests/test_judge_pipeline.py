@@ -174,7 +174,8 @@ def test_gate_blocks_at_89_and_allows_at_91(db: Path, survived: int, publishes: 
         gate = config_gate(con, config)
     assert gate.passed is publishes and gate.rate == pytest.approx(survived / 100)
     if publishes:
-        entry = publish_ranking(db, VACANCY, pool, config, gate)
+        entry = publish_ranking(db, VACANCY, pool, config, gate).live
+        assert entry is not None
         assert [r.resume_id for r in entry.ranking] == ["r01", "r02", "r00"]
         assert entry.gate_rate == pytest.approx(survived / 100)
     else:
@@ -192,7 +193,8 @@ def test_rankings_sort_by_overall_alone_and_the_journal_detects_tampering(db: Pa
     with connect(db) as con:
         gate = config_gate(con, config)
     t0 = datetime(2026, 1, 5, 9, 0)
-    first = publish_ranking(db, VACANCY, pool, config, gate, now=t0, run_id="run-a")
+    first = publish_ranking(db, VACANCY, pool, config, gate, now=t0, run_id="run-a").live
+    assert first is not None
     overall = [r.overall for r in first.ranking]
     assert overall == sorted(overall, reverse=True)
     assert first.ranking[0].resume_id == "r02"  # senior backend first, junior next, QA last
@@ -201,7 +203,8 @@ def test_rankings_sort_by_overall_alone_and_the_journal_detects_tampering(db: Pa
     # the pool changes; a later recomputation is appended, the first stays reconstructible
     pool2 = [*pool, _resume(4, years=8)]
     judge_pool(db, llm, VACANCY, pool2)
-    second = publish_ranking(db, VACANCY, pool2, config, gate, now=t0 + timedelta(hours=24))
+    second = publish_ranking(db, VACANCY, pool2, config, gate, now=t0 + timedelta(hours=24)).live
+    assert second is not None
     assert second.seq == first.seq + 1 and second.prev_hash == first.row_hash
     past = ranking_as_of(db, VACANCY.vacancy_id, t0 + timedelta(hours=1))
     assert past is not None and past.seq == first.seq

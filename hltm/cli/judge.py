@@ -107,7 +107,10 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
     totals = run_judge(list(vacancies), budget, workers)
+    held = totals.pop("held_reasons", {})
     click.echo(", ".join(f"{k} {v}" for k, v in totals.items()))
+    for vid, reason in sorted(held.items()):
+        click.secho(f"{vid}: ranking held, {reason}", fg="yellow")
 
 
 @judge.command()
@@ -115,7 +118,13 @@ def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
 @click.option("--top", default=10, show_default=True)
 @click.option("--quotes", default=2, show_default=True, help="Quotes shown per candidate.")
 def show(vacancy_id: str, top: int, quotes: int) -> None:
-    """The current ranking of VACANCY_ID with the evidence behind it."""
+    """The current ranking of VACANCY_ID with the evidence behind it (refused when the
+    `rankings` table no longer matches the journal)."""
+    from hltm.judge.journal import ranking_problems
+
+    problems = ranking_problems(settings().derived_db, vacancy_id)
+    if problems:
+        fail("; ".join(problems) + " — not served (run `hltm judge verify`)")
     lines = _top_lines(vacancy_id, top, quotes)
     if not lines:
         fail(f"no published ranking for {vacancy_id} (run `hltm judge run -v {vacancy_id}`)")
