@@ -288,3 +288,36 @@ def test_formal_item_list_is_configurable(db: Path) -> None:
     with connect(tmp) as con:
         verdict = json.loads(con.execute("SELECT verdict FROM judge_scores LIMIT 1").fetchone()[0])
     assert "q5" not in {c["requirement_id"] for c in verdict["checklist"]}
+
+
+def test_the_vector_cut_is_the_same_whatever_the_index_order(tmp_path: Path) -> None:
+    """Issue 10 (low): the pool size varied between runs with no source change, because the
+    HNSW search orders ties arbitrarily and the top-k cut went through a tie. Ten exact copies
+    of each of six vectors, inserted in four orders: the cut at 15 splits a tie every time."""
+    import random
+
+    import numpy as np
+
+    from hltm.judge.candidates import RESUMES_COLLECTION
+    from hltm.judge.service import stable_vector_hits
+    from hltm.settings import Settings
+    from hltm.vectors import VectorStore
+
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(6, 16))
+    vectors = {f"r{i:03d}": (base[i % 6] / np.linalg.norm(base[i % 6])).tolist() for i in range(60)}
+    query = base[0] + 0.3 * base[1]
+    cuts = set()
+    for order in range(4):
+        settings = Settings.from_env(data_dir=tmp_path / f"d{order}", chroma_host=None)
+        store = VectorStore(settings, None)  # type: ignore[arg-type]  (vectors are given)
+        ids = list(vectors)
+        random.Random(order).shuffle(ids)
+        store.collection(RESUMES_COLLECTION).add(
+            ids=ids,
+            embeddings=[vectors[i] for i in ids],
+            metadatas=[{"layer": "active"}] * len(ids),
+        )
+        hits = stable_vector_hits(store, query / np.linalg.norm(query), 15, set(vectors))
+        cuts.add(tuple(rid for rid, _ in hits))
+    assert len(cuts) == 1 and len(next(iter(cuts))) == 15

@@ -119,6 +119,18 @@ class PoolResult:
         }
 
 
+def stable_vector_hits(
+    store: VectorStore, query: Any, k: int, allowed: set[str]
+) -> list[tuple[str, float]]:
+    """The vector top-``k`` among ``allowed`` ids, the same on every run over the same index.
+
+    Over-fetch, then cut by (rounded score, id): the approximate search orders near-ties
+    arbitrarily, and a cut through a tie would change the pool between identical runs.
+    """
+    found = vector_search(store, query, k + max(16, k // 4))
+    return stable_top([(rid, s) for rid, s in found if rid in allowed], k)
+
+
 def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> PoolResult:
     """Vector top-k ∪ BM25 top-k over the active layer; stored in ``judge_pools``."""
     active = load_resumes(env.sources_db, layer="active")
@@ -126,10 +138,7 @@ def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> Poo
     indexed = index_hashes(env.store)
     not_indexed = sum(1 for r in active if indexed.get(r.resume_id) != r.content_hash)
     query = QueryVectors(env.embedder, env.derived_db).get(vacancy.vector_query())
-    # Over-fetch, then cut by (rounded score, id): the approximate search orders near-ties
-    # arbitrarily, and a cut through a tie would change the pool between identical runs.
-    found = vector_search(env.store, query, env.k_vector + max(16, env.k_vector // 4))
-    hits = stable_top([(rid, s) for rid, s in found if rid in by_id], env.k_vector)
+    hits = stable_vector_hits(env.store, query, env.k_vector, set(by_id))
     entries = build_pool(vacancy, hits, bm25_index(active), env.k_vector, env.k_bm25)
     entries = [e for e in entries if e.id in by_id]
     now = datetime.now(UTC).replace(tzinfo=None)
