@@ -53,7 +53,7 @@ def _plant(settings: Settings) -> None:
                 }
             ],
             "vacancies": [
-                dict(zip(("vacancy_id", "version", "project_id", "title", "text"), vacancy))
+                dict(zip(("vacancy_id", "version", "project_id", "title", "text"), vacancy, strict=True))
                 | {"version": vacancy[1] + 1, "text": f"{vacancy[4]}\nProgramme: {CANARY}."}
             ],
             "vacancy_requirements": [

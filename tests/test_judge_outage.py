@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from assets.judge import ranking_metadata
 from hltm.cli import main
+from hltm.judge.data import Vacancy
 from hltm.judge.journal import config_gate, journal_entries, publish_ranking, verify_chain
 from hltm.judge.pipeline import Budget, judge_config, judge_pool
 from hltm.judge.service import RunSummary
-from hltm.judge.data import Vacancy
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError
 from hltm.settings import Settings
 from hltm.warehouse import connect
