@@ -288,8 +288,9 @@ def judge_quote_gate(derived_db: WarehouseResource, llm: LLMResource) -> dg.Asse
     partitions_def=VACANCIES,
     deps=[judge_scores],
     kinds={"duckdb"},
-    description="The vacancy's candidates sorted by `overall` alone; every recomputation is "
-    "appended to the hash-chained ranking journal.",
+    description="The vacancy's candidates sorted by `overall` alone, appended to the "
+    "hash-chained ranking journal — only when complete or at least as complete as the live "
+    "ranking (else the live one stays, and the metadata says why).",
 )
 def rankings(
     context: AssetExecutionContext,

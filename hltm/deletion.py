@@ -46,6 +46,7 @@ from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.journal import redact
 from hltm.judge.store import ensure_judge_schema
 from hltm.memory.models import node_id_for
+from hltm.memory.store import MEMORY_TABLE
 from hltm.query.log import QUERY_LOG_TABLE
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
@@ -60,7 +61,6 @@ _DELETERS: dict[str, Callable[[Path, str], None]] = {
     "document": delete_document,
     "resume": delete_resume,
 }
-_MEMORY_TABLE = "memory_nodes"
 _DELETE_OPERATION = 3  # chromadb's Operation.DELETE in embeddings_queue
 
 
@@ -198,9 +198,9 @@ def _tainted_nodes(con: duckdb.DuckDBPyConnection, deleted: Deleted) -> set[str]
     """Memory nodes built from the deleted rows: the project's own node, and every stored node
     whose provenance names one of them (ancestors that carried a detail up)."""
     nodes = {node_id_for("project", p) for p in deleted.projects}
-    if not table_exists(con, _MEMORY_TABLE) or not deleted.source_ids:
+    if not table_exists(con, MEMORY_TABLE) or not deleted.source_ids:
         return nodes
-    cursor = con.execute(f"SELECT node_id, facets, qa FROM {_MEMORY_TABLE}")
+    cursor = con.execute(f"SELECT node_id, facets, qa FROM {MEMORY_TABLE}")
     columns = [d[0] for d in cursor.description]
     for values in cursor.fetchall():
         row = dict(zip(columns, values, strict=True))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -36,7 +37,7 @@ def _parse_moment(text: str | None) -> datetime:
 
 def run_judge(
     vacancies: list[str] | None = None, budget: int = 0, workers: int = 0
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Run the `judge_refresh` job in process on the persistent instance; its totals."""
     from hltm.cli.demo import run_job
 
@@ -92,7 +93,8 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
         f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs: "
         f"{totals['judged']} judged, {totals['cached']} cached, {totals['failed']} failed, "
         f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
-        f"{totals['tokens']} tokens; {totals['published']} rankings published"
+        f"{totals['tokens']} tokens; {totals['published']} rankings published,"
+        f" {totals['held']} held (the live ranking was more complete)"
     ]
     if shown:
         lines.append(f"top of {shown}:")
