@@ -53,7 +53,6 @@ __all__ = [
     "config_gate",
     "head_path",
     "journal_entries",
-    "live_entry",
     "publish_ranking",
     "rank_pool",
     "ranking_as_of",
@@ -174,10 +173,6 @@ class JournalEntry:
     def top(self, n: int = 10) -> list[Ranked]:
         return list(self.ranking[:n])
 
-    @property
-    def coverage(self) -> float:
-        return self.judged / self.pool_size if self.pool_size else 1.0
-
 
 _COLUMNS = (
     "seq, vacancy_id, vacancy_version, vacancy_nonce, vacancy_commit, computed_at, run_id,"
@@ -231,7 +226,8 @@ def _entry(row: Sequence[Any]) -> JournalEntry:
     try:
         return _checked_entry(row)
     except (ValueError, TypeError, KeyError):
-        items = [i for i in json.loads(row[14]) if "resume_id" in i]
+        fields = set(Ranked.__dataclass_fields__)
+        items = [i for i in json.loads(row[14]) if isinstance(i, dict) and fields <= set(i)]
         ranking = tuple(Ranked(**{k: i[k] for k in Ranked.__dataclass_fields__}) for i in items)
         return JournalEntry(
             int(row[0]), row[1] or "", row[2] or "", row[5], row[6] or "", row[7], row[8],
@@ -559,10 +555,3 @@ def redact(
         )
     _derive_rankings(con, None)
     return changed
-
-
-def live_entry(derived_db: Path | str, vacancy_id: str) -> JournalEntry | None:
-    """The journal row ``rankings`` serves for a vacancy (None when nothing was published)."""
-    with connect(derived_db) as con:
-        ensure_judge_schema(con)
-        return _live(con, vacancy_id)
