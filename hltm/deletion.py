@@ -300,7 +300,8 @@ def compact_chroma_log(chroma_path: Path) -> int:
                 "  WHERE a.topic = d.topic AND a.id = d.id AND a.seq_id > d.seq_id))",
                 [_DELETE_OPERATION],
             ).rowcount
-        con.execute("VACUUM")
+        if dropped:
+            con.execute("VACUUM")  # rewrites the file: its cost grows with the collections
     except sqlite3.OperationalError as err:  # busy, or a layout this Chroma version lacks
         log.warning("could not compact Chroma's log at %s: %s", path, err)
         return 0
