@@ -20,7 +20,8 @@ With ``--llm-delay-ms D`` every chat call goes through the real `openai` client 
 protocol server, which holds each answer D ms (its ``timeout`` fault, with the client's timeout
 above it), as a real endpoint's latency would. The first ``--pairs`` pool members are judged
 cold once per worker count, each on an empty score cache: wall time, the speed-up against the
-first count, and whether every score and verdict is identical. Both modes end with one JSON line.
+first count, and whether every score and verdict is identical (the pairs are the vacancy and
+the first active resumes: retrieval plays no part in the timing, so nothing is embedded). Both modes end with one JSON line.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hltm.judge.data import load_vacancies  # noqa: E402
+from hltm.judge.data import load_resumes, load_vacancies  # noqa: E402
 from hltm.judge.journal import config_gate, publish_ranking  # noqa: E402
 from hltm.judge.pipeline import Budget, judge_pool  # noqa: E402
 from hltm.judge.service import JudgeEnv, build_vacancy_pool, refresh_index  # noqa: E402
@@ -191,10 +192,9 @@ def _workers_bench(args: argparse.Namespace, settings: Settings) -> dict[str, An
     from hltm.testing.openai_server import LocalOpenAIServer
 
     delay_s = args.llm_delay_ms / 1000
-    offline_env = JudgeEnv.from_settings(settings)
-    refresh_index(offline_env)
     vacancy = load_vacancies(settings.sources_db, [args.vacancy] if args.vacancy else None)[0]
-    pool = build_vacancy_pool(offline_env, vacancy).resumes[: args.pairs]
+    # Which candidates does not matter for the timing: the first active resumes, no embedding.
+    pool = load_resumes(settings.sources_db, layer="active")[: args.pairs]
     log(f"{vacancy.vacancy_id}: {len(pool)} pairs, {args.llm_delay_ms} ms per LLM call")
     rows: list[dict[str, Any]] = []
     scores: list[list[tuple[Any, ...]]] = []
