@@ -161,7 +161,8 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
 
 
 def _orphans(settings: Settings, kind: str) -> set[str]:
-    """Vacancy or resume ids the judge tables hold that the sources no longer have."""
+    """Vacancy or resume ids the live judge pipeline pooled or ranked that the sources no longer
+    have (the golden evaluation scores its own frozen set, never pooled: it is left alone)."""
     if not settings.derived_db.exists() or not settings.sources_db.exists():
         return set()
     column, table = ("vacancy_id", "vacancies") if kind == "vacancy" else ("resume_id", "resumes")
@@ -171,7 +172,7 @@ def _orphans(settings: Settings, kind: str) -> set[str]:
         ensure_judge_schema(con)
         held = {
             r[0]
-            for t in ("judge_pools", "judge_scores", "judge_failures", "rankings")
+            for t in ("judge_pools", "rankings")
             for r in con.execute(f"SELECT DISTINCT {column} FROM {t}").fetchall()
         }
     return held - live

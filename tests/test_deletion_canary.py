@@ -148,3 +148,44 @@ def test_a_deleted_project_and_resume_leave_no_trace(tiny_world: Path, settings:
     verify = runner.invoke(main, ["judge", "verify"])
     assert verify.exit_code == 0, verify.output  # redacted, still a valid chain
     assert runner.invoke(main, ["judge", "show", "v002"]).exit_code == 0
+
+
+def test_a_purge_interrupted_by_a_crash_is_finished_by_the_orphan_sweep(
+    settings: Settings,
+) -> None:
+    """The source delete committed, the process died before the purge: the next sweep (any
+    later `hltm delete`, or `purge_orphans`) removes the pooled, scored and ranked rows."""
+    from hltm.deletion import purge_orphans
+    from hltm.judge.journal import config_gate, journal_entries, publish_ranking
+    from hltm.judge.pipeline import judge_config, judge_pool
+    from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+    from hltm.sources.ingest import delete_resume
+    from tests.judge_helpers import POOL
+    from tests.judge_helpers import VACANCY as JUDGED
+
+    _ingest(
+        settings.sources_db,
+        {
+            "resumes": [
+                {"resume_id": r.resume_id, "text": r.text, "language": "en", "layer": "active"}
+                for r in POOL[:3]
+            ]
+        },
+    )
+    db, llm = settings.derived_db, LLM(DeterministicBackend(), DETERMINISTIC_MODEL)
+    judge_pool(db, llm, JUDGED, POOL[:3])
+    with connect(db) as con:
+        con.execute(
+            "INSERT INTO judge_pools (vacancy_id, position, resume_id) VALUES (?, 0, ?)",
+            [JUDGED.vacancy_id, POOL[0].resume_id],
+        )
+        gate = config_gate(con, judge_config(llm))
+    publish_ranking(db, JUDGED, POOL[:3], judge_config(llm), gate)
+    delete_resume(settings.sources_db, POOL[0].resume_id)  # ... and the purge never ran
+
+    report = purge_orphans(settings)
+    # the vacancy of this hand-made pool is not in the sources either: it goes as well
+    assert report.purged["judge_scores"] == 3 and report.purged["judge_pools"] == 1
+    with connect(db) as con:
+        assert con.execute("SELECT count(*) FROM rankings").fetchone() == (0,)
+    assert journal_entries(db, JUDGED.vacancy_id) == []
