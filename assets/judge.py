@@ -30,7 +30,7 @@ from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GateDecision
-from hltm.judge.journal import JournalEntry, config_gate, verify_chain
+from hltm.judge.journal import Anchor, ChainReport, Publication, config_gate, verify_chain
 from hltm.judge.pipeline import (
     DEFAULT_BUDGET,
     DEFAULT_WORKERS,
@@ -128,15 +128,26 @@ def gate_metadata(decision: GateDecision, config: JudgeConfig) -> dict[str, Any]
     }
 
 
-def ranking_metadata(entry: JournalEntry, resumes: dict[str, str] | None = None) -> dict[str, Any]:
+def ranking_metadata(publication: Publication) -> dict[str, Any]:
+    """What a publish did and the ranking now served; its journal seq and full row hash also
+    anchor the journal's head outside the table (see `dagster_anchor`)."""
+    meta: dict[str, Any] = {
+        "published": publication.published,
+        "decision": publication.reason,
+        "judged_of_pool": f"{publication.judged}/{publication.pool}",
+    }
+    entry = publication.live
+    if entry is None:
+        return meta
     rows = "\n".join(
         f"| {i} | {r.resume_id} | {r.overall} | {r.role} | {r.level} | {r.skills} |"
         for i, r in enumerate(entry.top(10), start=1)
     )
     table = "| # | resume | overall | role | level | skills |\n|---|---|---|---|---|---|\n" + rows
     return {
+        **meta,
         "journal_seq": entry.seq,
-        "row_hash": entry.row_hash[:16],
+        "row_hash": entry.row_hash,
         "ranked": entry.judged,
         "pending_not_judged": entry.pending,
         "failed_this_run": entry.failed,
@@ -145,6 +156,32 @@ def ranking_metadata(entry: JournalEntry, resumes: dict[str, str] | None = None)
         "judge_model": entry.model,
         "prompt_version": entry.prompt_version,
     }
+
+
+def dagster_anchor(instance: dg.DagsterInstance) -> Anchor | None:
+    """The journal row named by the latest `rankings` materialisation (any vacancy)."""
+    event = instance.get_latest_materialization_event(RANKINGS_KEY)
+    materialization = event.asset_materialization if event else None
+    meta = materialization.metadata if materialization else {}
+    if "journal_seq" not in meta or "row_hash" not in meta:
+        return None
+    return Anchor(
+        int(meta["journal_seq"].value),  # type: ignore[arg-type]
+        str(meta["row_hash"].value),
+        "latest Dagster materialisation of rankings",
+    )
+
+
+def chain_check(instance: dg.DagsterInstance, derived_db: Any) -> ChainReport:
+    anchor = dagster_anchor(instance)
+    return verify_chain(derived_db, [anchor] if anchor else [])
+
+
+def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None:
+    if publication.published:
+        log.info(f"{vacancy_id}: ranking published, {publication.reason}")
+    else:
+        log.warning(f"{vacancy_id}: ranking not replaced, {publication.reason}")
 
 
 # --------------------------------------------------------------------------------- assets
@@ -246,8 +283,9 @@ def judge_quote_gate(derived_db: WarehouseResource, llm: LLMResource) -> dg.Asse
     partitions_def=VACANCIES,
     deps=[judge_scores],
     kinds={"duckdb"},
-    description="The vacancy's candidates sorted by `overall` alone; every recomputation is "
-    "appended to the hash-chained ranking journal.",
+    description="The vacancy's candidates sorted by `overall` alone, appended to the "
+    "hash-chained ranking journal — only when complete or at least as complete as the live "
+    "ranking (else the live one stays, and the metadata says why).",
 )
 def rankings(
     context: AssetExecutionContext,
@@ -261,18 +299,23 @@ def rankings(
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
     vacancy = _vacancy(env, context.partition_key)
     try:
-        entry = _publish(env, vacancy, run_id=context.run_id)
+        publication = _publish(env, vacancy, run_id=context.run_id)
     except PermissionError as err:
         raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env.config)) from None
-    return dg.MaterializeResult(metadata=ranking_metadata(entry))
+    log_publication(context.log, vacancy.vacancy_id, publication)
+    return dg.MaterializeResult(metadata=ranking_metadata(publication))
 
 
 @dg.asset_check(
     asset=rankings,
-    description="Re-hash the ranking journal: any edited or deleted row breaks the chain.",
+    description="Re-hash the ranking journal, check its head against the head file and the "
+    "latest materialisation, and `rankings` against the journal: any edited, deleted or "
+    "truncated row fails it.",
 )
-def ranking_journal_chain(derived_db: WarehouseResource) -> dg.AssetCheckResult:
-    report = verify_chain(derived_db.path)
+def ranking_journal_chain(
+    context: dg.AssetCheckExecutionContext, derived_db: WarehouseResource
+) -> dg.AssetCheckResult:
+    report = chain_check(context.instance, derived_db.path)
     return dg.AssetCheckResult(
         passed=report.ok,
         metadata={"rows": report.rows, "first_bad_seq": report.first_bad_seq or 0},
@@ -367,6 +410,7 @@ def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> 
                 dg.AssetMaterialization(SCORES_KEY, partition=vid, metadata=judge_metadata(result))
             )
         elif step == "publish":
+            log_publication(context.log, vid, result)
             context.log_event(
                 dg.AssetMaterialization(
                     RANKINGS_KEY, partition=vid, metadata=ranking_metadata(result)
@@ -398,7 +442,7 @@ def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> 
                     description=summary.gate.reason,
                 )  # fmt: skip
             )
-    chain = verify_chain(env.derived_db)
+    chain = chain_check(context.instance, env.derived_db)
     context.log_event(
         dg.AssetCheckEvaluation(
             asset_key=RANKINGS_KEY,
@@ -412,7 +456,7 @@ def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> 
         context.log.info(line)
     if summary.gate is not None and not summary.gate.passed:
         raise dg.Failure(f"rankings not published: quote gate {summary.gate.reason}")
-    return summary.totals()
+    return {**summary.totals(), "held_reasons": summary.held}
 
 
 @dg.job(

@@ -15,12 +15,14 @@
 All the work is done by `hltm.memory.MemoryBuilder`; this module only wires resources and events.
 """
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from dagster import AssetExecutionContext, OpExecutionContext
 
 from assets.sources import source_key
+from hltm.deletion import compact_chroma_log
 from hltm.memory import MemoryBuilder, MemoryConfig, MemoryStore, load_hints
 from hltm.memory.build import MemoryBuildError, NodeReport, version_config
 from hltm.memory.hints import Hints
@@ -346,6 +348,8 @@ def _level_op(level: str) -> dg.OpDefinition:
             sources_db, derived_db, embeddings, vectors, llm, memory_tree, hints=hints
         )
         result = _run_level(context, level, state, builder)
+        if level == "contract" and not vectors.host:  # deleted items leave Chroma's log too
+            compact_chroma_log(Path(vectors.path))
         if level == "contract" and result["failures"]:
             raise dg.Failure(
                 description=f"{len(result['failures'])} memory node(s) failed; their previous"

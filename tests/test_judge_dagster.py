@@ -142,6 +142,13 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     )
     warm = second.output_for_node("judge_all_vacancies")
     assert (warm["judged"], warm["llm_calls"], warm["cached"]) == (0, 0, totals["pool_pairs"])
+    # a cached run still shows where each partition stands, not this run's zeros
+    standing = _metadata(second, "judge_scores")
+    assert standing and all(
+        m["coverage_scored"] == m["coverage_pool"] == m["pool"] > 0
+        and m["judged_now"] == m["coverage_pending"] == m["coverage_failed"] == 0
+        for m in standing.values()
+    )
     assert len(journal_entries(world.derived_db)) == 6 and verify_chain(world.derived_db).ok
 
     # the budget caps cold evaluations and says how many wait: every resume gets a new content
@@ -156,6 +163,24 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     )
     t3 = third.output_for_node("judge_all_vacancies")
     assert t3["judged"] == 10 and t3["deferred"] == t3["pool_pairs"] - 10
+    # a partial ranking never replaces a complete one: the live rankings stay, and say why
+    assert (t3["published"], t3["held"]) == (0, 3)
+    assert all("kept the live ranking" in r for r in t3["held_reasons"].values())
+    assert len(journal_entries(world.derived_db)) == 6 and verify_chain(world.derived_db).ok
+    held = _metadata(third, "rankings")
+    assert held and all(m["published"] is False for m in held.values())
+    scores = _metadata(third, "judge_scores")
+    assert sum(m["coverage_scored"] for m in scores.values()) == 10
+    assert sum(m["coverage_pending"] for m in scores.values()) == t3["pool_pairs"] - 10
+
+
+def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, dict[str, Any]]:
+    """partition → metadata values of the run's materialisations of ``asset``."""
+    return {
+        str(m.partition): {k: v.value for k, v in m.metadata.items()}
+        for m in (e.materialization for e in result.get_asset_materialization_events())
+        if m.asset_key.to_user_string() == asset
+    }
 
 
 def test_partition_assets_and_the_blocking_gate(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]

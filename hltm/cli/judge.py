@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -36,7 +37,7 @@ def _parse_moment(text: str | None) -> datetime:
 
 def run_judge(
     vacancies: list[str] | None = None, budget: int = 0, workers: int = 0
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Run the `judge_refresh` job in process on the persistent instance; its totals."""
     from hltm.cli.demo import run_job
 
@@ -92,7 +93,8 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
         f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs: "
         f"{totals['judged']} judged, {totals['cached']} cached, {totals['failed']} failed, "
         f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
-        f"{totals['tokens']} tokens; {totals['published']} rankings published"
+        f"{totals['tokens']} tokens; {totals['published']} rankings published,"
+        f" {totals['held']} held (the live ranking was more complete)"
     ]
     if shown:
         lines.append(f"top of {shown}:")
@@ -107,7 +109,10 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
     totals = run_judge(list(vacancies), budget, workers)
+    held = totals.pop("held_reasons", {})
     click.echo(", ".join(f"{k} {v}" for k, v in totals.items()))
+    for vid, reason in sorted(held.items()):
+        click.secho(f"{vid}: ranking held, {reason}", fg="yellow")
 
 
 @judge.command()
@@ -115,7 +120,13 @@ def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
 @click.option("--top", default=10, show_default=True)
 @click.option("--quotes", default=2, show_default=True, help="Quotes shown per candidate.")
 def show(vacancy_id: str, top: int, quotes: int) -> None:
-    """The current ranking of VACANCY_ID with the evidence behind it."""
+    """The current ranking of VACANCY_ID with the evidence behind it (refused when the
+    `rankings` table no longer matches the journal)."""
+    from hltm.judge.journal import ranking_problems
+
+    problems = ranking_problems(settings().derived_db, vacancy_id)
+    if problems:
+        fail("; ".join(problems) + " — not served (run `hltm judge verify`)")
     lines = _top_lines(vacancy_id, top, quotes)
     if not lines:
         fail(f"no published ranking for {vacancy_id} (run `hltm judge run -v {vacancy_id}`)")

@@ -9,12 +9,7 @@ import click
 
 from hltm.cli import fail, settings
 from hltm.sources.generator import SIZES, generate_world
-from hltm.sources.ingest import (
-    delete_document,
-    delete_project,
-    delete_resume,
-    ingest_directory,
-)
+from hltm.sources.ingest import ingest_directory
 
 
 @click.command()
@@ -56,25 +51,26 @@ def delete() -> None:
     """Delete a project (with its documents, actions and vacancies), a document or a resume."""
 
 
-def _deleter(kind: str, fn):  # type: ignore[no-untyped-def]
+def _deleter(kind: str):  # type: ignore[no-untyped-def]
     @delete.command(name=kind)
     @click.argument("row_id")
     def command(row_id: str) -> None:
+        from hltm.deletion import delete_everywhere
+
         try:
-            fn(settings().sources_db, row_id)
+            report = delete_everywhere(settings(), kind, row_id)
         except (KeyError, FileNotFoundError) as err:
             fail(str(err).strip("'\""))
-        click.echo(f"deleted {kind} {row_id}; the source_changes sensor rebuilds what it touched")
+        click.echo(
+            f"deleted {kind} {row_id}; {report.summary()}; the source_changes sensor rebuilds"
+            " the memory it touched"
+        )
 
-    command.__doc__ = f"Delete one {kind} by id."
+    command.__doc__ = f"Delete one {kind} by id, and what was derived from it (see hltm.deletion)."
     return command
 
 
-for _kind, _fn in (
-    ("project", delete_project),
-    ("document", delete_document),
-    ("resume", delete_resume),
-):
-    _deleter(_kind, _fn)
+for _kind in ("project", "document", "resume"):
+    _deleter(_kind)
 
 COMMANDS = [generate, ingest, delete]

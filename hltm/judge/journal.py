@@ -1,4 +1,4 @@
-"""Rankings: sort by `overall`, gate on quote survival, publish into a hash-chained journal.
+"""Rankings: sort by `overall`, gate on quote survival and coverage, publish into a journal.
 
 * **Ranking**: the pool's judged candidates sorted by the judge's single ``overall`` score, high
   to low — no weights (the weight study in `hltm.judge.stats` shows they do not pay). Ties keep
@@ -6,18 +6,30 @@
 * **Gate**: a configuration (model id + prompt version) publishes only if at least 90% of the
   quotes it gave on mandatory requirements survived validation, counted over every evaluation
   of that configuration in the score cache (`config_gate`).
-* **Journal**: every publication is a new row of ``ranking_journal`` — INSERT only. Each row
-  stores the SHA-256 of the previous row's hash plus its own canonical content, so editing or
-  deleting any row breaks the chain from that row on (`verify_chain`). `ranking_as_of`
-  reconstructs the ranking of any vacancy at any past moment from the journal alone.
+* **Coverage**: a new ranking replaces the live one only when it is complete (every pool member
+  judged) or at least as complete as the live one (`replaces`). A judge outage or a model
+  change with a small budget therefore keeps the last good ranking, and says why.
+* **Journal**: every publication is a new row of ``ranking_journal``. Each row stores the
+  SHA-256 of the previous row's hash plus its own canonical content, so editing or deleting any
+  row breaks the chain from that row on. The chain's head (seq + hash) is also written to a file
+  beside the DuckDB (`head_path`) and into the Dagster materialisation of each publication, so
+  deleting the *last* rows is detected too (`verify_chain`).
+* **Redaction** (deletion of a vacancy or resume, `redact`): the vacancy and each ranked
+  candidate enter the hash only through a salted commitment ``sha256(canonical(value + nonce))``.
+  Redaction deletes the value and its nonce and keeps the commitment, so the chain stays
+  verifiable and the deleted id can no longer be confirmed by guessing.
+* ``rankings`` is derived: the latest journal row per vacancy, re-derived after every write and
+  compared on every read (`ranking_problems`), so an edit of it is refused, never served.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import secrets
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,13 +45,20 @@ from hltm.warehouse import connect
 
 __all__ = [
     "GENESIS_HASH",
+    "Anchor",
     "ChainReport",
     "JournalEntry",
+    "Publication",
     "Ranked",
     "config_gate",
+    "head_path",
+    "journal_entries",
     "publish_ranking",
     "rank_pool",
     "ranking_as_of",
+    "ranking_problems",
+    "redact",
+    "replaces",
     "verify_chain",
 ]
 
@@ -95,8 +114,45 @@ def config_gate(
     return gate_decision(int(quotes), int(survived), min_survival)
 
 
+# ------------------------------------------------------------------------------ hashing
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def row_hash(content: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canonical(content)).hexdigest()
+
+
+def _commitment(value: Mapping[str, Any], nonce: str) -> str:
+    """A salted hash of ``value``: binds it, and reveals nothing once the nonce is gone."""
+    return row_hash({**value, "nonce": nonce})
+
+
+def _seal(value: Mapping[str, Any]) -> dict[str, Any]:
+    nonce = secrets.token_hex(16)
+    return {**value, "nonce": nonce, "commit": _commitment(value, nonce)}
+
+
+def _opened(sealed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The value of a sealed item, None when redacted; ValueError when it does not match."""
+    if set(sealed) == {"commit"}:
+        return None
+    value = {k: v for k, v in sealed.items() if k not in ("nonce", "commit")}
+    if _commitment(value, str(sealed.get("nonce"))) != sealed.get("commit"):
+        raise ValueError("does not match its hashed commitment")
+    return value
+
+
+# ------------------------------------------------------------------------------ entries
+
+
 @dataclass(frozen=True)
 class JournalEntry:
+    """One journal row as read (a redacted vacancy has an empty id; redacted candidates are
+    left out of ``ranking`` and counted in ``redacted``)."""
+
     seq: int
     vacancy_id: str
     vacancy_version: str
@@ -112,52 +168,153 @@ class JournalEntry:
     ranking: tuple[Ranked, ...]
     prev_hash: str
     row_hash: str
-
-    def content(self) -> dict[str, Any]:
-        """Everything the row hash covers (all columns but the hash itself)."""
-        return {
-            "seq": self.seq,
-            "vacancy_id": self.vacancy_id,
-            "vacancy_version": self.vacancy_version,
-            "computed_at": self.computed_at.isoformat(timespec="microseconds"),
-            "run_id": self.run_id,
-            "model": self.model,
-            "prompt_version": self.prompt_version,
-            "gate_rate": round(float(self.gate_rate), 6),
-            "pool_size": self.pool_size,
-            "judged": self.judged,
-            "pending": self.pending,
-            "failed": self.failed,
-            "ranking": [r.as_json() for r in self.ranking],
-            "prev_hash": self.prev_hash,
-        }
-
-    def expected_hash(self) -> str:
-        return row_hash(self.content())
+    redacted: int = 0
 
     def top(self, n: int = 10) -> list[Ranked]:
         return list(self.ranking[:n])
 
 
-def row_hash(content: Mapping[str, Any]) -> str:
-    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
 _COLUMNS = (
-    "seq, vacancy_id, vacancy_version, computed_at, run_id, model, prompt_version, gate_rate,"
-    " pool_size, judged, pending, failed, ranking, prev_hash, row_hash"
+    "seq, vacancy_id, vacancy_version, vacancy_nonce, vacancy_commit, computed_at, run_id,"
+    " model, prompt_version, gate_rate, pool_size, judged, pending, failed, ranking, prev_hash,"
+    " row_hash"
 )
 
 
-def _entry(row: Sequence[Any]) -> JournalEntry:
-    (seq, vid, vver, at, run_id, model, pv, rate, pool, judged, pending, failed, ranking,
-     prev, digest) = row  # fmt: skip
-    items = tuple(Ranked(**item) for item in json.loads(ranking))
+def _hashed_content(row: Sequence[Any], commits: Sequence[str]) -> dict[str, Any]:
+    """What the row hash covers: every column, the vacancy and candidates as commitments."""
+    (seq, _, _, _, vcommit, at, run_id, model, pv, rate, pool, judged, pending, failed, _,
+     prev, _) = row  # fmt: skip
+    return {
+        "seq": int(seq), "vacancy": vcommit,
+        "computed_at": at.isoformat(timespec="microseconds"), "run_id": run_id or "",
+        "model": model, "prompt_version": pv, "gate_rate": round(float(rate), 6),
+        "pool_size": int(pool), "judged": int(judged), "pending": int(pending),
+        "failed": int(failed), "ranking": list(commits), "prev_hash": prev,
+    }  # fmt: skip
+
+
+def _checked_entry(row: Sequence[Any]) -> JournalEntry:
+    """Parse a journal row and check it against its own hash; ValueError names what is wrong."""
+    (seq, vid, vver, vnonce, vcommit, at, run_id, model, pv, rate, pool, judged, pending,
+     failed, ranking, prev, digest) = row  # fmt: skip
+    if vnonce is None:
+        if vid is not None or vver is not None:
+            raise ValueError("a redacted vacancy still names an id")
+    elif _commitment({"vacancy_id": vid, "vacancy_version": vver}, vnonce) != vcommit:
+        raise ValueError("vacancy id does not match its hashed commitment")
+    items = json.loads(ranking)
+    visible: list[Ranked] = []
+    for position, sealed in enumerate(items, start=1):
+        try:
+            value = _opened(sealed)
+        except (ValueError, AttributeError) as err:
+            raise ValueError(f"ranking item {position} {err}") from None
+        if value is not None:
+            visible.append(Ranked(**value))
+    if row_hash(_hashed_content(row, [i["commit"] for i in items])) != digest:
+        raise ValueError("row content does not match its hash")
+    redacted = len(items) - len(visible) + (vnonce is None)
     return JournalEntry(
-        int(seq), vid, vver, at, run_id or "", model, pv, float(rate), int(pool), int(judged),
-        int(pending), int(failed), items, prev, digest,
+        int(seq), vid or "", vver or "", at, run_id or "", model, pv, float(rate), int(pool),
+        int(judged), int(pending), int(failed), tuple(visible), prev, digest, redacted,
     )  # fmt: skip
+
+
+def _entry(row: Sequence[Any]) -> JournalEntry:
+    """A journal row for reading; a row that fails its own check is still shown, as stored."""
+    try:
+        return _checked_entry(row)
+    except (ValueError, TypeError, KeyError):
+        fields = set(Ranked.__dataclass_fields__)
+        items = [i for i in json.loads(row[14]) if isinstance(i, dict) and fields <= set(i)]
+        ranking = tuple(Ranked(**{k: i[k] for k in Ranked.__dataclass_fields__}) for i in items)
+        return JournalEntry(
+            int(row[0]), row[1] or "", row[2] or "", row[5], row[6] or "", row[7], row[8],
+            float(row[9]), int(row[10]), int(row[11]), int(row[12]), int(row[13]), ranking,
+            row[15], row[16],
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------------- the head anchor
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A journal head recorded outside the table: the row ``seq`` must exist with ``row_hash``."""
+
+    seq: int
+    row_hash: str
+    source: str
+
+
+def head_path(derived_db: Path | str) -> Path:
+    """The head file beside the derived DuckDB (another store than the table it anchors)."""
+    db = Path(derived_db)
+    return db.with_name(f"{db.stem}.journal-head.json")
+
+
+def _write_head(derived_db: Path | str, seq: int, digest: str) -> None:
+    """Atomically replace the head file (write, fsync, rename)."""
+    path = head_path(derived_db)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump({"seq": seq, "row_hash": digest}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_head(derived_db: Path | str) -> Anchor | None:
+    path = head_path(derived_db)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Anchor(int(data["seq"]), str(data["row_hash"]), f"head file {path.name}")
+
+
+# ---------------------------------------------------------------------------- publishing
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What a publish did: ``live`` is the ranking served afterwards (the new one when
+    ``published``, else the one kept), ``reason`` says why in either case."""
+
+    published: bool
+    live: JournalEntry | None
+    reason: str
+    judged: int
+    pool: int
+
+
+def replaces(judged: int, pool: int, live: JournalEntry | None) -> tuple[bool, str]:
+    """May a ranking covering ``judged`` of ``pool`` candidates replace the ``live`` one?
+
+    Complete rankings always may; otherwise only one at least as complete (as a share of its
+    pool) as the live ranking. With nothing live, any non-empty ranking may.
+    """
+    new = f"{judged}/{pool} judged"
+    if pool and judged == pool:
+        return True, f"complete: {new}"
+    if live is None:
+        if judged == 0:
+            return False, f"not published: {new}, and no ranking was published before"
+        return True, f"first ranking, partial: {new}, {pool - judged} pending"
+    old = f"{live.judged}/{live.pool_size} judged (journal #{live.seq})"
+    if pool == 0:
+        return False, f"kept the live ranking, {old}: the new pool is empty"
+    if judged * max(live.pool_size, 1) >= live.judged * pool:
+        return True, f"{new}, at least as complete as the live ranking ({old})"
+    return False, f"kept the live ranking, {old}: the new one has only {new}"
+
+
+def _live(con: duckdb.DuckDBPyConnection, vacancy_id: str) -> JournalEntry | None:
+    row = con.execute(
+        f"SELECT {_COLUMNS} FROM ranking_journal WHERE vacancy_id = ? ORDER BY seq DESC LIMIT 1",
+        [vacancy_id],
+    ).fetchone()
+    return _entry(row) if row else None
 
 
 def publish_ranking(
@@ -170,8 +327,9 @@ def publish_ranking(
     failed: int = 0,
     run_id: str = "",
     now: datetime | None = None,
-) -> JournalEntry:
-    """Rank the pool from the score cache and append it to the journal (gate must pass)."""
+) -> Publication:
+    """Rank the pool from the score cache and append it to the journal, when the quote gate
+    passes (else PermissionError) and the coverage rule allows it (else the live one stays)."""
     if not gate.passed:
         raise PermissionError(f"ranking not published, quote gate {gate.reason}")
     scores = cached_scores(derived_db, vacancy, pool, config)
@@ -179,41 +337,95 @@ def publish_ranking(
     computed_at = now or datetime.now(UTC).replace(tzinfo=None)
     with _APPEND_LOCK, connect(derived_db) as con:
         ensure_judge_schema(con)
+        live = _live(con, vacancy.vacancy_id)
+        allowed, reason = replaces(len(ranking), len(pool), live)
+        if not allowed:
+            return Publication(False, live, reason, len(ranking), len(pool))
         con.execute("BEGIN TRANSACTION")
         last = con.execute(
             "SELECT seq, row_hash FROM ranking_journal ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         seq = int(last[0]) + 1 if last else 1
         prev = str(last[1]) if last else GENESIS_HASH
-        entry = JournalEntry(
-            seq, vacancy.vacancy_id, vacancy.version_key, computed_at, run_id, config.model,
-            config.prompt_version, gate.rate, len(pool), len(ranking), len(pool) - len(ranking),
-            failed, tuple(ranking), prev, "",
-        )  # fmt: skip
-        digest = entry.expected_hash()
-        content = entry.content()
+        vacancy_seal = _seal(
+            {"vacancy_id": vacancy.vacancy_id, "vacancy_version": vacancy.version_key}
+        )
+        items = [_seal(r.as_json()) for r in ranking]
+        row = [
+            seq, vacancy.vacancy_id, vacancy.version_key, vacancy_seal["nonce"],
+            vacancy_seal["commit"], computed_at, run_id, config.model, config.prompt_version,
+            round(float(gate.rate), 6), len(pool), len(ranking), len(pool) - len(ranking),
+            failed, json.dumps(items, ensure_ascii=False), prev,
+        ]  # fmt: skip
+        row.append(row_hash(_hashed_content([*row, ""], [i["commit"] for i in items])))
         con.execute(
-            f"INSERT INTO ranking_journal ({_COLUMNS}) VALUES"
-            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                seq, vacancy.vacancy_id, vacancy.version_key, computed_at, run_id,
-                config.model, config.prompt_version, content["gate_rate"], len(pool),
-                len(ranking), len(pool) - len(ranking), failed,
-                json.dumps(content["ranking"], ensure_ascii=False), prev, digest,
-            ],
-        )  # fmt: skip
-        con.execute("DELETE FROM rankings WHERE vacancy_id = ?", [vacancy.vacancy_id])
-        if ranking:
-            con.executemany(
-                "INSERT INTO rankings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [vacancy.vacancy_id, i, r.resume_id, r.overall, r.role, r.level, r.skills,
-                     r.experience, seq, computed_at]
-                    for i, r in enumerate(ranking, start=1)
-                ],
-            )  # fmt: skip
+            f"INSERT INTO ranking_journal ({_COLUMNS}) VALUES ({', '.join('?' for _ in row)})",
+            row,
+        )
+        _derive_rankings(con, [vacancy.vacancy_id])
         con.execute("COMMIT")
-    return JournalEntry(**{**entry.__dict__, "gate_rate": content["gate_rate"], "row_hash": digest})
+        # Still holding the file: no other process can append between the commit and this.
+        _write_head(derived_db, seq, row[-1])
+    return Publication(True, _entry(row), reason, len(ranking), len(pool))
+
+
+# ----------------------------------------------------------------- derived `rankings` table
+
+
+def _derived(entry: JournalEntry) -> list[tuple[Any, ...]]:
+    return [
+        (entry.vacancy_id, i, r.resume_id, r.overall, r.role, r.level, r.skills, r.experience,
+         entry.seq, entry.computed_at)
+        for i, r in enumerate(entry.ranking, start=1)
+    ]  # fmt: skip
+
+
+def _latest_entries(
+    con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] | None
+) -> dict[str, JournalEntry]:
+    sql = (
+        f"SELECT {_COLUMNS} FROM ranking_journal WHERE vacancy_id IS NOT NULL"
+        " QUALIFY row_number() OVER (PARTITION BY vacancy_id ORDER BY seq DESC) = 1"
+    )
+    params: list[Any] = []
+    if vacancy_ids is not None:
+        sql = sql.replace("IS NOT NULL", "IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(sorted(set(vacancy_ids)))
+    return {e.vacancy_id: e for e in (_entry(r) for r in con.execute(sql, params).fetchall())}
+
+
+def _derive_rankings(con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] | None) -> None:
+    """Rewrite ``rankings`` (all vacancies, or the given ones) from the journal."""
+    ids = None if vacancy_ids is None else sorted(set(vacancy_ids))
+    if ids is None:
+        con.execute("DELETE FROM rankings")
+    else:
+        con.execute("DELETE FROM rankings WHERE vacancy_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+    rows = [row for e in _latest_entries(con, ids).values() for row in _derived(e)]
+    if rows:
+        con.executemany("INSERT INTO rankings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def ranking_problems(derived_db: Path | str, vacancy_id: str | None = None) -> list[str]:
+    """Where the ``rankings`` table differs from what the journal says (empty = they agree)."""
+    with connect(derived_db) as con:
+        ensure_judge_schema(con)
+        ids = None if vacancy_id is None else [vacancy_id]
+        expected = {row for e in _latest_entries(con, ids).values() for row in _derived(e)}
+        sql = "SELECT * FROM rankings" + ("" if ids is None else " WHERE vacancy_id = ?")
+        stored = set(con.execute(sql, ids or []).fetchall())
+    problems = []
+    for vid in sorted({r[0] for r in expected ^ stored}):
+        extra = sorted(r[1] for r in stored - expected if r[0] == vid)
+        missing = sorted(r[1] for r in expected - stored if r[0] == vid)
+        problems.append(
+            f"rankings of {vid} do not match the journal (ranks not in the journal: {extra},"
+            f" journal ranks missing or changed: {missing})"
+        )
+    return problems
+
+
+# ------------------------------------------------------------------------------ verifying
 
 
 @dataclass(frozen=True)
@@ -222,38 +434,67 @@ class ChainReport:
     rows: int
     first_bad_seq: int | None = None
     reason: str = ""
+    note: str = ""
 
     def summary(self) -> str:
         if self.ok:
-            return f"journal chain intact: {self.rows} rows"
+            return f"journal chain intact: {self.rows} rows" + (
+                f" ({self.note})" if self.note else ""
+            )
         return f"journal chain BROKEN at seq {self.first_bad_seq}: {self.reason}"
 
 
-def verify_chain(derived_db: Path | str) -> ChainReport:
-    """Re-hash every journal row in order; the first mismatch names the tampered row."""
+def verify_chain(derived_db: Path | str, anchors: Sequence[Anchor] = ()) -> ChainReport:
+    """Re-hash every journal row in order, check the head anchors (the head file and any given,
+    e.g. from Dagster) and the ``rankings`` table; the first problem is reported."""
     with connect(derived_db) as con:
         ensure_judge_schema(con)
         rows = con.execute(f"SELECT {_COLUMNS} FROM ranking_journal ORDER BY seq").fetchall()
     prev = GENESIS_HASH
-    expected_seq = 1
-    for row in rows:
+    hashes: dict[int, str] = {}
+    for expected_seq, row in enumerate(rows, start=1):
+        seq = int(row[0])
+        if seq != expected_seq:
+            return ChainReport(
+                False, len(rows), seq, f"sequence gap: expected {expected_seq} (row deleted?)"
+            )
+        if row[15] != prev:
+            return ChainReport(False, len(rows), seq, "prev_hash does not match the row before")
         try:
-            entry = _entry(row)
-        except (TypeError, ValueError, KeyError) as err:
-            return ChainReport(False, len(rows), int(row[0]), f"unreadable row: {err}")
-        if entry.seq != expected_seq:
+            _checked_entry(row)
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            return ChainReport(False, len(rows), seq, str(err))
+        prev = hashes[seq] = row[16]
+    head = _read_head(derived_db)
+    if head is None and rows:
+        return ChainReport(
+            False, len(rows), len(rows),
+            f"head anchor {head_path(derived_db).name} is missing: a deleted tail would go"
+            " unnoticed",
+        )  # fmt: skip
+    notes = []
+    for anchor in [a for a in (head, *anchors) if a is not None]:
+        if anchor.seq > len(rows):
+            lost = anchor.seq - len(rows)
             return ChainReport(
-                False, len(rows), entry.seq, f"sequence gap: expected {expected_seq} (row deleted?)"
-            )
-        if entry.prev_hash != prev:
+                False, len(rows), len(rows) + 1,
+                f"the journal ends at seq {len(rows)} but the {anchor.source} says seq"
+                f" {anchor.seq}: the last {lost} row(s) were deleted",
+            )  # fmt: skip
+        if anchor.seq and hashes[anchor.seq] != anchor.row_hash:
             return ChainReport(
-                False, len(rows), entry.seq, "prev_hash does not match the row before"
-            )
-        if entry.expected_hash() != entry.row_hash:
-            return ChainReport(False, len(rows), entry.seq, "row content does not match its hash")
-        prev = entry.row_hash
-        expected_seq += 1
-    return ChainReport(True, len(rows))
+                False, len(rows), anchor.seq,
+                f"row hash differs from the one in the {anchor.source}",
+            )  # fmt: skip
+        if anchor.seq < len(rows):
+            notes.append(f"{len(rows) - anchor.seq} row(s) after the {anchor.source}")
+    problems = ranking_problems(derived_db)
+    if problems:
+        return ChainReport(False, len(rows), None, "; ".join(problems))
+    return ChainReport(True, len(rows), note="; ".join(notes))
+
+
+# ------------------------------------------------------------------------------ reading
 
 
 def ranking_as_of(derived_db: Path | str, vacancy_id: str, at: datetime) -> JournalEntry | None:
@@ -277,3 +518,40 @@ def journal_entries(derived_db: Path | str, vacancy_id: str | None = None) -> li
             sql += " WHERE vacancy_id = ?"
             params.append(vacancy_id)
         return [_entry(r) for r in con.execute(sql + " ORDER BY seq", params).fetchall()]
+
+
+# ------------------------------------------------------------------------------ redaction
+
+
+def redact(
+    con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str], resume_ids: Iterable[str]
+) -> int:
+    """Remove deleted vacancies and resumes from the journal, keeping it verifiable.
+
+    A deleted vacancy loses its id and its whole ranking; a deleted resume leaves every
+    ranking it was in. Only values and nonces go; the commitments the hashes cover stay. The
+    ``rankings`` table is re-derived. Returns how many rows changed. Runs inside the caller's
+    transaction.
+    """
+    ensure_judge_schema(con)
+    vacancies, resumes = set(vacancy_ids), set(resume_ids)
+    changed = 0
+    for seq, vid, ranking in con.execute(
+        "SELECT seq, vacancy_id, ranking FROM ranking_journal ORDER BY seq"
+    ).fetchall():
+        items = json.loads(ranking)
+        gone = vid in vacancies
+        kept = [
+            {"commit": i["commit"]} if gone or i.get("resume_id") in resumes else i for i in items
+        ]
+        if kept == items and not gone:
+            continue
+        changed += 1
+        con.execute(
+            "UPDATE ranking_journal SET ranking = ?"
+            + (", vacancy_id = NULL, vacancy_version = NULL, vacancy_nonce = NULL" if gone else "")
+            + " WHERE seq = ?",
+            [json.dumps(kept, ensure_ascii=False), seq],
+        )
+    _derive_rankings(con, None)
+    return changed

@@ -45,6 +45,8 @@ __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_WORKERS",
     "Budget",
+    "Coverage",
+    "cache_key",
     "cold_count",
     "JudgeConfig",
     "JudgeReport",
@@ -116,6 +118,7 @@ class JudgeReport:
     unknown_items: int = 0
     usage: LLMUsage = field(default_factory=LLMUsage)
     seconds: float = 0.0
+    standing: Coverage | None = None  # the pool's coverage in the cache after this run
 
     @property
     def cold(self) -> int:
@@ -133,6 +136,7 @@ class JudgeReport:
             **{f"quotes_{k}": v for k, v in self.quote_counts.items() if k in _SHOWN_COUNTS},
             **self.config.as_metadata(),
             **self.usage.as_metadata(),
+            **(self.standing.as_metadata() if self.standing else {}),
             "seconds": round(self.seconds, 2),
         }
 
@@ -197,13 +201,61 @@ def _normalised(text: str) -> NormalisedText:
     return got
 
 
+def cache_key(vacancy: Vacancy, config: JudgeConfig) -> dict[str, str]:
+    """The score-cache key a vacancy's pairs share (each pair adds resume id + content hash).
+
+    The one place that says what invalidates a score: extend it here, and every read and write
+    of ``judge_scores`` and ``judge_failures`` follows."""
+    return {
+        "vacancy_id": vacancy.vacancy_id,
+        "vacancy_version": vacancy.version_key,
+        "model": config.model,
+        "prompt_version": config.prompt_version,
+    }
+
+
+def _key_filter(vacancy: Vacancy, config: JudgeConfig) -> tuple[str, list[str]]:
+    key = cache_key(vacancy, config)
+    return " AND ".join(f"{column} = ?" for column in key), list(key.values())
+
+
+def _keys_in(con: Any, table: str, vacancy: Vacancy, config: JudgeConfig) -> set[tuple[str, str]]:
+    where, params = _key_filter(vacancy, config)
+    rows = con.execute(f"SELECT resume_id, resume_hash FROM {table} WHERE {where}", params)
+    return {(r, h) for r, h in rows.fetchall()}
+
+
 def _cached_keys(con: Any, vacancy: Vacancy, config: JudgeConfig) -> set[tuple[str, str]]:
-    rows = con.execute(
-        "SELECT resume_id, resume_hash FROM judge_scores WHERE vacancy_id = ?"
-        " AND vacancy_version = ? AND model = ? AND prompt_version = ?",
-        [vacancy.vacancy_id, vacancy.version_key, config.model, config.prompt_version],
-    ).fetchall()
-    return {(r, h) for r, h in rows}
+    return _keys_in(con, "judge_scores", vacancy, config)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Where a vacancy's pool stands in the score cache, whatever this run did."""
+
+    pool: int
+    scored: int
+    failed: int  # tried, failed, no score yet
+    pending: int  # never tried (deferred by the budget, or new)
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "coverage": f"{self.scored}/{self.pool} scored, {self.failed} failed,"
+            f" {self.pending} pending",
+            "coverage_pool": self.pool,
+            "coverage_scored": self.scored,
+            "coverage_failed": self.failed,
+            "coverage_pending": self.pending,
+        }
+
+
+def _coverage(
+    con: Any, vacancy: Vacancy, resumes: Sequence[Resume], config: JudgeConfig
+) -> Coverage:
+    keys = {(r.resume_id, r.content_hash) for r in resumes}
+    scored = keys & _cached_keys(con, vacancy, config)
+    failed = (keys & _keys_in(con, "judge_failures", vacancy, config)) - scored
+    return Coverage(len(keys), len(scored), len(failed), len(keys) - len(scored) - len(failed))
 
 
 def cold_count(
@@ -286,54 +338,53 @@ def judge_pool(
     score_rows: list[list[Any]] = []
     failure_rows: list[list[Any]] = []
     all_counts = []
+    key = cache_key(vacancy, config)
     for resume, row, reason in results:
-        key = [vacancy.vacancy_id, vacancy.version_key, resume.resume_id, resume.content_hash]
+        pair = {**key, "resume_id": resume.resume_id, "resume_hash": resume.content_hash}
         if row is None:
             report.failed += 1
             report.failures.append((resume.resume_id, str(reason)))
             failure_rows.append(
-                [*key, config.model, config.prompt_version, str(reason), run_id, now]
+                {**pair, "reason": str(reason), "run_id": run_id, "created_at": now}
             )
             continue
         report.evaluated += 1
         report.formal_dropped += row["formal"]
         report.unknown_items += row["unknown"]
         all_counts.append(row["counts"])
-        s = row["scores"]
         score_rows.append(
-            [
-                *key, config.model, config.prompt_version,
-                s["role"], s["level"], s["skills"], s["experience"], s["overall"],
-                row["actual_role"], json.dumps(row["verdict"], ensure_ascii=False),
-                json.dumps(row["counts"], sort_keys=True),
-                row["counts"]["mandatory_quotes"], row["counts"]["mandatory_survived"],
-                row["formal"], row["prompt_tokens"], row["completion_tokens"],
-                round(row["seconds"], 4), run_id, now,
-            ]
+            {
+                **pair, **row["scores"], "actual_role": row["actual_role"],
+                "verdict": json.dumps(row["verdict"], ensure_ascii=False),
+                "quote_counts": json.dumps(row["counts"], sort_keys=True),
+                "mandatory_quotes": row["counts"]["mandatory_quotes"],
+                "mandatory_survived": row["counts"]["mandatory_survived"],
+                "formal_dropped": row["formal"], "prompt_tokens": row["prompt_tokens"],
+                "completion_tokens": row["completion_tokens"],
+                "seconds": round(row["seconds"], 4), "run_id": run_id, "created_at": now,
+            }
         )  # fmt: skip
     report.quote_counts = sum_counts(all_counts)
-    if score_rows or failure_rows:
-        with connect(derived_db) as con:
-            ensure_judge_schema(con)
-            con.execute("BEGIN TRANSACTION")
-            if score_rows:
-                # INSERT only: a key written by a concurrent run first stays as it was.
-                con.executemany(
-                    "INSERT OR IGNORE INTO judge_scores VALUES"
-                    f" ({', '.join('?' for _ in score_rows[0])})",
-                    score_rows,
-                )
-            if failure_rows:
-                con.executemany(
-                    "INSERT INTO judge_failures (vacancy_id, vacancy_version, resume_id,"
-                    " resume_hash, model, prompt_version, reason, run_id, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    failure_rows,
-                )
-            con.execute("COMMIT")
+    with connect(derived_db) as con:
+        ensure_judge_schema(con)
+        con.execute("BEGIN TRANSACTION")
+        # INSERT only: a key written by a concurrent run first stays as it was.
+        _insert(con, "INSERT OR IGNORE INTO judge_scores", score_rows)
+        _insert(con, "INSERT INTO judge_failures", failure_rows)
+        con.execute("COMMIT")
+        report.standing = _coverage(con, vacancy, resumes, config)
     report.usage = llm.snapshot() - usage_before
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _insert(con: Any, statement: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        columns = list(rows[0])
+        con.executemany(
+            f"{statement} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+            [[r[c] for c in columns] for r in rows],
+        )
 
 
 def cached_scores(
@@ -346,11 +397,12 @@ def cached_scores(
     want = {r.resume_id: r.content_hash for r in resumes}
     with connect(derived_db) as con:
         ensure_judge_schema(con)
+        where, params = _key_filter(vacancy, config)
         rows = con.execute(
             "SELECT resume_id, resume_hash, role, level, skills, experience, overall,"
             " actual_role, verdict, mandatory_quotes, mandatory_survived FROM judge_scores"
-            " WHERE vacancy_id = ? AND vacancy_version = ? AND model = ? AND prompt_version = ?",
-            [vacancy.vacancy_id, vacancy.version_key, config.model, config.prompt_version],
+            f" WHERE {where}",
+            params,
         ).fetchall()
     out: dict[str, Mapping[str, Any]] = {}
     for rid, rhash, role, level, skills, exp, overall, actual, verdict, mq, ms in rows:

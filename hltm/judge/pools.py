@@ -22,7 +22,7 @@ from hltm.judge.text import tokenize
 # bm25s sets its own logger to DEBUG on import; keep it at the application's level.
 logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
-__all__ = ["BM25Index", "PoolEntry", "rrf", "union_pool"]
+__all__ = ["BM25Index", "PoolEntry", "rrf", "stable_top", "union_pool"]
 
 Id = Hashable
 
@@ -117,6 +117,18 @@ def _ranked(hits: Iterable[tuple[Id, float]], k: int) -> dict[Id, tuple[int, flo
         if doc_id not in out:
             out[doc_id] = (rank, float(score))
     return out
+
+
+def stable_top(
+    hits: Iterable[tuple[Id, float]], k: int, decimals: int = 6
+) -> list[tuple[Id, float]]:
+    """The ``k`` best hits by score rounded to ``decimals``, ties broken by id.
+
+    Why: an approximate nearest-neighbour search (HNSW) returns equal or near-equal scores in
+    an order that depends on the graph, so a plain cut at ``k`` keeps a different member of a
+    tie from one run to the next. Rounding first makes float noise a tie as well.
+    """
+    return sorted(hits, key=lambda hit: (-round(hit[1], decimals), str(hit[0])))[: max(k, 0)]
 
 
 def union_pool(

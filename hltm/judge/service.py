@@ -28,7 +28,7 @@ from hltm.judge.candidates import (
 from hltm.judge.data import Resume, Vacancy, load_resumes, load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GateDecision
-from hltm.judge.journal import JournalEntry, config_gate, publish_ranking
+from hltm.judge.journal import JournalEntry, Publication, config_gate, publish_ranking
 from hltm.judge.pipeline import (
     DEFAULT_BUDGET,
     DEFAULT_WORKERS,
@@ -39,7 +39,7 @@ from hltm.judge.pipeline import (
     judge_config,
     judge_pool,
 )
-from hltm.judge.pools import PoolEntry
+from hltm.judge.pools import PoolEntry, stable_top
 from hltm.judge.store import ensure_judge_schema
 from hltm.llm import LLM
 from hltm.vectors import VectorStore
@@ -119,6 +119,18 @@ class PoolResult:
         }
 
 
+def stable_vector_hits(
+    store: VectorStore, query: Any, k: int, allowed: set[str]
+) -> list[tuple[str, float]]:
+    """The vector top-``k`` among ``allowed`` ids, the same on every run over the same index.
+
+    Over-fetch, then cut by (rounded score, id): the approximate search orders near-ties
+    arbitrarily, and a cut through a tie would change the pool between identical runs.
+    """
+    found = vector_search(store, query, k + max(16, k // 4))
+    return stable_top([(rid, s) for rid, s in found if rid in allowed], k)
+
+
 def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> PoolResult:
     """Vector top-k ∪ BM25 top-k over the active layer; stored in ``judge_pools``."""
     active = load_resumes(env.sources_db, layer="active")
@@ -126,7 +138,7 @@ def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> Poo
     indexed = index_hashes(env.store)
     not_indexed = sum(1 for r in active if indexed.get(r.resume_id) != r.content_hash)
     query = QueryVectors(env.embedder, env.derived_db).get(vacancy.vector_query())
-    hits = [(rid, s) for rid, s in vector_search(env.store, query, env.k_vector) if rid in by_id]
+    hits = stable_vector_hits(env.store, query, env.k_vector, set(by_id))
     entries = build_pool(vacancy, hits, bm25_index(active), env.k_vector, env.k_bm25)
     entries = [e for e in entries if e.id in by_id]
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -193,9 +205,10 @@ def publish_vacancy(
     pool: Sequence[Resume] | None = None,
     failed: int = 0,
     run_id: str = "",
-) -> JournalEntry:
-    """Gate, then rank by ``overall`` and append to the journal. Raises PermissionError when
-    the configuration's quote survival is below the gate."""
+) -> Publication:
+    """Gate, then rank by ``overall`` and append to the journal unless the live ranking is more
+    complete. Raises PermissionError when the configuration's quote survival is below the
+    gate."""
     pool = load_pool(env, vacancy) if pool is None else pool
     return publish_ranking(
         env.derived_db, vacancy, pool, env.config, gate(env), failed=failed, run_id=run_id
@@ -230,6 +243,7 @@ class RunSummary:
     pools: dict[str, PoolResult] = field(default_factory=dict)
     reports: dict[str, JudgeReport] = field(default_factory=dict)
     published: dict[str, JournalEntry] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)  # vacancy id → why the live one stays
     gate: GateDecision | None = None
     budget: int | None = None
     seconds: float = 0.0
@@ -250,6 +264,7 @@ class RunSummary:
             "llm_calls": sum(r.usage.calls for r in reps),
             "tokens": sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in reps),
             "published": len(self.published),
+            "held": len(self.held),
         }
 
     def lines(self) -> list[str]:
@@ -265,6 +280,8 @@ class RunSummary:
         for vid, entry in sorted(self.published.items()):
             top = ", ".join(f"{r.resume_id}:{r.overall}" for r in entry.top(3))
             out.append(f"{vid}: journal #{entry.seq}, {entry.judged} ranked, top 3: {top}")
+        for vid, reason in sorted(self.held.items()):
+            out.append(f"{vid}: ranking held, {reason}")
         return out
 
     def __str__(self) -> str:
@@ -316,12 +333,15 @@ def judge_all(
                 if on_vacancy:
                     on_vacancy(vacancy.vacancy_id, "blocked", summary.gate)
                 continue
-            entry = publish_vacancy(
+            publication = publish_vacancy(
                 env, vacancy, summary.pools[vacancy.vacancy_id].resumes,
                 failed=summary.reports[vacancy.vacancy_id].failed, run_id=run_id,
             )  # fmt: skip
-            summary.published[vacancy.vacancy_id] = entry
+            if publication.published and publication.live is not None:
+                summary.published[vacancy.vacancy_id] = publication.live
+            else:
+                summary.held[vacancy.vacancy_id] = publication.reason
             if on_vacancy:
-                on_vacancy(vacancy.vacancy_id, "publish", entry)
+                on_vacancy(vacancy.vacancy_id, "publish", publication)
     summary.seconds = time.perf_counter() - started
     return summary

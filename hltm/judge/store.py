@@ -6,20 +6,26 @@
   (vacancy id, vacancy version, resume id, resume content hash, model, prompt version). A
   cached pair is never sent to the LLM again; a changed resume or vacancy has a new key.
 * ``judge_failures``   — evaluations that failed (with the reason). Append-only; never a score.
-* ``ranking_journal``  — every recomputation of a ranking, INSERT only, each row chained to the
-  previous one by SHA-256 (see `hltm.judge.journal`).
-* ``rankings``         — the latest published ranking per vacancy, for reading (derived from the
-  journal, replaced on each publication).
+* ``ranking_journal``  — every published ranking, INSERT only, each row chained to the
+  previous one by SHA-256, its head anchored outside the table (see `hltm.judge.journal`).
+* ``rankings``         — the latest published ranking per vacancy, for reading: derived from the
+  journal, re-derived on each publication and verified against it on each read.
 
-DuckDB has no triggers, so "append-only" is enforced by this module offering no UPDATE or
-DELETE on those tables, and made tamper-evident by the journal's hash chain.
+DuckDB has no triggers, so "append-only" is enforced by the code offering no UPDATE or DELETE
+on those tables, and made tamper-evident by the journal's hash chain. The one exception is
+deletion (`hltm.deletion`): the rows of a deleted vacancy or resume are purged from the pools,
+scores and failures, and redacted in the journal without breaking its chain.
 """
 
 from __future__ import annotations
 
+import logging
+
 import duckdb
 
 __all__ = ["ensure_judge_schema"]
+
+log = logging.getLogger(__name__)
 
 _DDL = (
     """
@@ -54,7 +60,7 @@ _DDL = (
     """
     CREATE TABLE IF NOT EXISTS ranking_journal (
         seq BIGINT PRIMARY KEY, vacancy_id VARCHAR, vacancy_version VARCHAR,
-        computed_at TIMESTAMP, run_id VARCHAR, model VARCHAR, prompt_version VARCHAR,
+        vacancy_nonce VARCHAR, vacancy_commit VARCHAR, computed_at TIMESTAMP, run_id VARCHAR, model VARCHAR, prompt_version VARCHAR,
         gate_rate DOUBLE, pool_size INTEGER, judged INTEGER, pending INTEGER, failed INTEGER,
         ranking VARCHAR, prev_hash VARCHAR, row_hash VARCHAR
     )
@@ -70,5 +76,22 @@ _DDL = (
 
 
 def ensure_judge_schema(con: duckdb.DuckDBPyConnection) -> None:
+    _set_aside_unredactable_journal(con)
     for statement in _DDL:
         con.execute(statement)
+
+
+def _set_aside_unredactable_journal(con: duckdb.DuckDBPyConnection) -> None:
+    """A journal written before rows could be redacted is kept, renamed, and a new chain starts
+    (its rankings are re-published from the score cache by the next run, at no LLM cost)."""
+    columns = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_name = 'ranking_journal'"
+        ).fetchall()
+    }
+    if columns and "vacancy_commit" not in columns:
+        log.warning("ranking_journal predates redaction: kept as ranking_journal_unredactable")
+        con.execute("ALTER TABLE ranking_journal RENAME TO ranking_journal_unredactable")
+        con.execute("DROP TABLE IF EXISTS rankings")

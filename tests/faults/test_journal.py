@@ -1,0 +1,135 @@
+"""The ranking journal notices a deleted tail and a forged `rankings` table (issue 10.6).
+
+Before: deleting the last 1, 5 or all journal rows passed `hltm judge verify` and the asset
+check, and an edited `rankings` row was served by `hltm judge show`. Now the chain's head is
+anchored outside the table (a head file, and the Dagster materialisation of each publish) and
+`rankings` is verified against the journal it is derived from."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata
+from hltm.cli import main
+from hltm.judge.journal import (
+    Publication,
+    config_gate,
+    head_path,
+    journal_entries,
+    publish_ranking,
+    verify_chain,
+)
+from hltm.judge.pipeline import judge_config, judge_pool
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+from hltm.settings import Settings
+from hltm.warehouse import connect
+from tests.judge_helpers import POOL, VACANCY
+
+ROWS = 6
+
+
+def _publish_rows(db: Path, n: int = ROWS) -> list[Publication]:
+    """``n`` publications of one vacancy, each pool one resume larger (so each is complete)."""
+    llm = LLM(backend=DeterministicBackend(), model=DETERMINISTIC_MODEL)
+    config = judge_config(llm)
+    pools = [POOL[: 2 + i] for i in range(n)]
+    judge_pool(db, llm, VACANCY, pools[-1], workers=2)
+    with connect(db) as con:
+        gate = config_gate(con, config)
+    t0 = datetime(2026, 2, 1, 3, 0)
+    return [
+        publish_ranking(db, VACANCY, pool, config, gate, now=t0 + timedelta(days=i))
+        for i, pool in enumerate(pools)
+    ]
+
+
+def _delete_tail(db: Path, rows: int) -> None:
+    with connect(db) as con:
+        con.execute("DELETE FROM ranking_journal WHERE seq > ?", [ROWS - rows])
+
+
+@pytest.mark.parametrize("deleted", [1, 5, ROWS])
+def test_a_deleted_tail_is_detected(tmp_path: Path, deleted: int) -> None:
+    db = tmp_path / "derived.duckdb"
+    _publish_rows(db)
+    assert verify_chain(db).ok
+    _delete_tail(db, deleted)
+    report = verify_chain(db)
+    assert not report.ok
+    assert f"the last {deleted} row(s) were deleted" in report.reason, report.reason
+
+
+def test_the_dagster_anchor_catches_a_tail_deleted_with_the_head_file(tmp_path: Path) -> None:
+    db = tmp_path / "derived.duckdb"
+    last = _publish_rows(db)[-1]
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                RANKINGS_KEY, partition="vac-1", metadata=ranking_metadata(last)
+            )
+        )
+        assert chain_check(instance, db).ok
+        _delete_tail(db, 2)
+        head_path(db).unlink()
+        # without any anchor a deleted tail cannot be told from a short journal: refused
+        assert "head anchor" in verify_chain(db).reason
+        # the head file is rewritten by the next publish in real life; here only Dagster knows
+        head_path(db).write_text('{"seq": 0, "row_hash": ""}')
+        report = chain_check(instance, db)
+    assert not report.ok
+    assert "Dagster materialisation" in report.reason and "last 2 row(s)" in report.reason
+
+
+def test_a_forged_rankings_row_is_detected_and_not_served(settings: Settings) -> None:
+    db = settings.derived_db
+    _publish_rows(db, 2)
+    runner = CliRunner()
+    assert runner.invoke(main, ["judge", "show", "vac-1"]).exit_code == 0
+    with connect(db) as con:  # promote the last candidate to first place
+        con.execute("UPDATE rankings SET overall = 100 WHERE vacancy_id = 'vac-1' AND rank = 3")
+    report = verify_chain(db)
+    assert not report.ok and "rankings of vac-1 do not match the journal" in report.reason
+    verify = runner.invoke(main, ["judge", "verify"])
+    assert verify.exit_code == 1 and "do not match the journal" in verify.output
+    shown = runner.invoke(main, ["judge", "show", "vac-1"])
+    assert shown.exit_code == 1 and "not served" in shown.output
+    assert "#1" not in shown.output
+
+
+def test_rankings_rows_added_or_removed_are_detected(tmp_path: Path) -> None:
+    db = tmp_path / "derived.duckdb"
+    _publish_rows(db, 2)
+    with connect(db) as con:
+        con.execute("DELETE FROM rankings WHERE rank = 1")
+    assert "do not match the journal" in verify_chain(db).reason
+    with connect(db) as con:
+        con.execute("INSERT INTO rankings SELECT * REPLACE (99 AS rank) FROM rankings LIMIT 1")
+    assert not verify_chain(db).ok
+
+
+def test_redaction_keeps_the_chain_valid_and_removes_the_ids(tmp_path: Path) -> None:
+    from hltm.judge.journal import redact
+
+    db = tmp_path / "derived.duckdb"
+    _publish_rows(db, 3)
+    gone = POOL[1].resume_id
+    with connect(db) as con:
+        assert redact(con, [], [gone]) == 3
+        text = " ".join(str(r) for r in con.execute("SELECT * FROM ranking_journal").fetchall())
+    assert gone not in text
+    assert verify_chain(db).ok
+    entries = journal_entries(db)
+    assert all(gone not in {r.resume_id for r in e.ranking} and e.redacted == 1 for e in entries)
+    with connect(db) as con:
+        redact(con, [VACANCY.vacancy_id], [])
+        assert con.execute("SELECT count(*) FROM rankings").fetchone() == (0,)
+    assert verify_chain(db).ok and journal_entries(db, VACANCY.vacancy_id) == []
+    # a redacted item cannot be put back with other content: the commitment no longer matches
+    with connect(db) as con:
+        con.execute("UPDATE ranking_journal SET vacancy_id = 'vac-9' WHERE seq = 1")
+    assert "redacted vacancy" in verify_chain(db).reason

@@ -1,0 +1,191 @@
+"""Deletion reaches every store (issue 10.8): a canary in a project's document, its vacancy and a
+resume goes through the memory build, a query and the judge; after `hltm delete project` and
+`hltm delete resume` and the sensor's refresh, no DuckDB table, no Chroma collection and no
+record of Chroma's write-ahead log holds the canary text, nor a table or collection the ids.
+
+Before: the project's text survived in `rankings`, `judge_pools`, `judge_scores.verdict`,
+`query_log` and Chroma's log, and `hltm judge show` still served its vacancy's ranking."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hltm.cli import main
+from hltm.judge.service import JudgeEnv, judge_all
+from hltm.memory.scenarios import _ingest
+from hltm.query.engine import ask
+from hltm.settings import Settings
+from hltm.sources.ingest import delete_project, ingest_directory
+from hltm.vectors import _client
+from hltm.warehouse import connect
+from tests import test_judge_dagster as _judge
+from tests.test_memory_dagster import make_harness
+
+tiny_world = _judge.tiny_world  # the tiny world, its embeddings warmed from pytest's cache
+
+CANARY = "ZQX9-CANARY-TEXT"
+PROJECT, VACANCY, SEAT = "c01-s02-p002", "v001", "c01-s02"
+DOCUMENT, RESUME = f"doc-{PROJECT}-canary", "r0099"
+IDS = (PROJECT, VACANCY, DOCUMENT, RESUME)
+
+
+def _plant(settings: Settings) -> None:
+    with connect(settings.sources_db, read_only=True) as con:
+        vacancy = con.execute(
+            "SELECT vacancy_id, version, project_id, title, text FROM vacancies"
+            " WHERE vacancy_id = ?",
+            [VACANCY],
+        ).fetchone()
+    _ingest(
+        settings.sources_db,
+        {
+            "project_documents": [
+                {
+                    "document_id": DOCUMENT, "project_id": PROJECT, "kind": "intake_notes",
+                    "text": f"Intake addendum: the hiring manager named the programme {CANARY}."
+                    f"\nProgramme code: {CANARY}\nThe team works hybrid from Berlin.",
+                }
+            ],
+            "vacancies": [
+                dict(zip(("vacancy_id", "version", "project_id", "title", "text"), vacancy, strict=True))
+                | {"version": vacancy[1] + 1, "text": f"{vacancy[4]}\nProgramme: {CANARY}."}
+            ],
+            "vacancy_requirements": [
+                {"requirement_id": f"{VACANCY}-canary", "vacancy_id": VACANCY,
+                 "text": f"Knows the {CANARY} programme", "mandatory": False}
+            ],
+            "resumes": [
+                {"resume_id": RESUME, "language": "en", "layer": "active",
+                 "headline": "Solution Architect",
+                 "text": f"Alex Canary\nSolution Architect\n\nExperience\nLead Architect —"
+                 f" {CANARY} programme\n2015-01 – present\n• Owned the target architecture.\n"
+                 "\nSkills: solution architecture, TOGAF, cloud\n"}
+            ],
+        },
+    )  # fmt: skip
+
+
+def _holds(value: object) -> set[str]:
+    """Which of the canary text and ids a stored value holds (ids as whole tokens only)."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    found = {CANARY} if CANARY in text else set()
+    return found | {i for i in IDS if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text)}
+
+
+def _duckdb_hits(db: Path) -> dict[str, set[str]]:
+    """table → canary text / ids found in any of its cells."""
+    hits: dict[str, set[str]] = {}
+    with connect(db, read_only=True) as con:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        for table in tables:
+            for row in con.execute(f'SELECT * FROM "{table}"').fetchall():
+                if found := _holds([str(v) for v in row]):
+                    hits.setdefault(table, set()).update(found)
+    return hits
+
+
+def _chroma_hits(settings: Settings) -> dict[str, set[str]]:
+    client = _client(settings)
+    hits: dict[str, set[str]] = {}
+    for col in client.list_collections():
+        got = client.get_collection(col.name).get(include=["documents", "metadatas"])
+        for item in zip(got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True):
+            if found := _holds(list(item)):
+                hits.setdefault(col.name, set()).update(found)
+    return hits
+
+
+def _log_records_with_text(settings: Settings) -> int:
+    """Records of Chroma's write-ahead log (and raw file bytes) still holding the canary text."""
+    path = settings.chroma_path / "chroma.sqlite3"
+    con = sqlite3.connect(path)
+    try:
+        rows = con.execute("SELECT metadata FROM embeddings_queue").fetchall()
+    finally:
+        con.close()
+    return sum(CANARY in (m or "") for (m,) in rows) + path.read_bytes().count(CANARY.encode())
+
+
+@pytest.mark.usefixtures("tiny_world")
+def test_a_deleted_project_and_resume_leave_no_trace(tiny_world: Path, settings: Settings) -> None:
+    assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
+    for other in ("c01-s01-p001", "c01-s01-p002"):  # a smaller tree: a faster memory build
+        delete_project(settings.sources_db, other)
+    _plant(settings)
+    harness = make_harness(settings, support_threshold=0.0, min_support=1)
+    _, runs = harness.tick_and_run()
+    assert runs and all(r.success for r in runs)
+    ask(settings, f"seat:{SEAT}", "Which programme did the hiring manager name?")
+    summary = judge_all(JudgeEnv.from_settings(settings), budget=None, workers=2)
+    assert VACANCY in summary.published
+    before = _duckdb_hits(settings.derived_db)
+    for table in ("memory_nodes", "judge_scores"):
+        assert CANARY in before.get(table, set()), (table, before)
+    assert PROJECT in before.get("query_log", set())  # the answer used the project's memory
+    for table in ("judge_pools", "rankings", "ranking_journal"):
+        assert {VACANCY, RESUME} <= before.get(table, set()), (table, before)
+    assert _chroma_hits(settings) and _log_records_with_text(settings)
+
+    runner = CliRunner()
+    for kind, row_id in (("project", PROJECT), ("resume", RESUME)):
+        deleted = runner.invoke(main, ["delete", kind, row_id])
+        assert deleted.exit_code == 0 and "purged" in deleted.output, deleted.output
+    shown = runner.invoke(main, ["judge", "show", VACANCY])
+    assert shown.exit_code == 1 and "no published ranking" in shown.output
+    _, runs = harness.tick_and_run()  # the sensor's refresh rebuilds the seat and contract
+    assert runs and all(r.success for r in runs)
+
+    assert _duckdb_hits(settings.sources_db) == {}
+    assert _duckdb_hits(settings.derived_db) == {}
+    assert _chroma_hits(settings) == {}
+    assert _log_records_with_text(settings) == 0
+    verify = runner.invoke(main, ["judge", "verify"])
+    assert verify.exit_code == 0, verify.output  # redacted, still a valid chain
+    assert runner.invoke(main, ["judge", "show", "v002"]).exit_code == 0
+
+
+def test_a_purge_interrupted_by_a_crash_is_finished_by_the_orphan_sweep(
+    settings: Settings,
+) -> None:
+    """The source delete committed, the process died before the purge: the next sweep (any
+    later `hltm delete`, or `purge_orphans`) removes the pooled, scored and ranked rows."""
+    from hltm.deletion import purge_orphans
+    from hltm.judge.journal import config_gate, journal_entries, publish_ranking
+    from hltm.judge.pipeline import judge_config, judge_pool
+    from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+    from hltm.sources.ingest import delete_resume
+    from tests.judge_helpers import POOL
+    from tests.judge_helpers import VACANCY as JUDGED
+
+    _ingest(
+        settings.sources_db,
+        {
+            "resumes": [
+                {"resume_id": r.resume_id, "text": r.text, "language": "en", "layer": "active"}
+                for r in POOL[:3]
+            ]
+        },
+    )
+    db, llm = settings.derived_db, LLM(DeterministicBackend(), DETERMINISTIC_MODEL)
+    judge_pool(db, llm, JUDGED, POOL[:3])
+    with connect(db) as con:
+        con.execute(
+            "INSERT INTO judge_pools (vacancy_id, position, resume_id) VALUES (?, 0, ?)",
+            [JUDGED.vacancy_id, POOL[0].resume_id],
+        )
+        gate = config_gate(con, judge_config(llm))
+    publish_ranking(db, JUDGED, POOL[:3], judge_config(llm), gate)
+    delete_resume(settings.sources_db, POOL[0].resume_id)  # ... and the purge never ran
+
+    report = purge_orphans(settings)
+    # the vacancy of this hand-made pool is not in the sources either: it goes as well
+    assert report.purged["judge_scores"] == 3 and report.purged["judge_pools"] == 1
+    with connect(db) as con:
+        assert con.execute("SELECT count(*) FROM rankings").fetchone() == (0,)
+    assert journal_entries(db, JUDGED.vacancy_id) == []

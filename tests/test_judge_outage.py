@@ -1,0 +1,104 @@
+"""A judge outage keeps the last good ranking (issue 10.9).
+
+Before: with every LLM call failing, a vacancy's live ranking was replaced by an empty one, and
+after a model change with a small budget it was replaced by one ranked on 4 candidates of 170.
+Now a ranking replaces the live one only when complete or at least as complete, and the kept
+ranking says why (the publication's reason, the Dagster metadata, the run summary, the CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from assets.judge import ranking_metadata
+from hltm.cli import main
+from hltm.judge.data import Vacancy
+from hltm.judge.journal import config_gate, journal_entries, publish_ranking, verify_chain
+from hltm.judge.pipeline import Budget, judge_config, judge_pool
+from hltm.judge.service import RunSummary
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError
+from hltm.settings import Settings
+from hltm.warehouse import connect
+from tests.judge_helpers import POOL, VACANCY
+
+
+class Outage(DeterministicBackend):
+    """Every call fails, as when the endpoint is down."""
+
+    def complete(self, task: Any, messages: list[dict[str, str]], model: str) -> str:
+        raise LLMError(task.name, "", "HTTP 503 after the client's retries: upstream down")
+
+
+OFFLINE = LLM(DeterministicBackend(), DETERMINISTIC_MODEL)
+DOWN = LLM(Outage(), DETERMINISTIC_MODEL)  # the same configuration, its endpoint down
+EDITED = replace(VACANCY, version=2, text=VACANCY.text + " Kubernetes is a plus.")
+
+
+def _publish(db: Path, llm: LLM, vacancy: Vacancy = VACANCY, budget: int | None = None):  # type: ignore[no-untyped-def]
+    """One vacancy's judge run: judge the pool within the budget, gate, publish."""
+    report = judge_pool(db, llm, vacancy, POOL, budget=Budget(budget), workers=3)
+    config = judge_config(llm)
+    with connect(db) as con:
+        gate = config_gate(con, config)
+    return report, publish_ranking(db, vacancy, POOL, config, gate, failed=report.failed)
+
+
+def _live_rankings(db: Path) -> list[tuple[Any, ...]]:
+    with connect(db) as con:
+        return con.execute("SELECT * FROM rankings ORDER BY rank").fetchall()
+
+
+def test_a_total_outage_keeps_the_last_good_ranking(settings: Settings) -> None:
+    db = settings.derived_db
+    _, good = _publish(db, OFFLINE)
+    assert good.published and good.live is not None and good.live.judged == len(POOL)
+    before = _live_rankings(db)
+
+    # the vacancy is edited (nothing cached for its new version) while the endpoint is down;
+    # the configuration's quote gate still passes on its earlier evaluations
+    report, held = _publish(db, DOWN, EDITED)
+    assert report.failed == len(POOL) and report.evaluated == 0
+    assert not held.published and held.live is not None and held.live.seq == good.live.seq
+    assert "kept the live ranking, 12/12 judged (journal #1)" in held.reason
+    assert "0/12 judged" in held.reason
+    assert _live_rankings(db) == before and len(journal_entries(db)) == 1
+    assert verify_chain(db).ok
+
+    meta = ranking_metadata(held)
+    assert meta["published"] is False and meta["journal_seq"] == 1 and "kept" in meta["decision"]
+    summary = RunSummary(index=None, held={VACANCY.vacancy_id: held.reason})
+    assert any("ranking held, kept the live ranking" in line for line in summary.lines())
+    shown = CliRunner().invoke(main, ["judge", "show", VACANCY.vacancy_id, "--top", "3"])
+    assert shown.exit_code == 0 and shown.output.count("overall") == 3
+
+    # the endpoint is back: the edited vacancy is judged in full and replaces the old ranking
+    _, back = _publish(db, OFFLINE, EDITED)
+    assert back.published and back.reason.startswith("complete: 12/12")
+
+
+def test_a_model_change_with_a_small_budget_keeps_the_complete_ranking(tmp_path: Path) -> None:
+    db = tmp_path / "derived.duckdb"
+    _publish(db, OFFLINE)
+    other = LLM(DeterministicBackend(), "other-model")
+    _publish(db, other, replace(VACANCY, vacancy_id="vac-2"))  # other-model passes its gate
+    _, partial = _publish(db, other, budget=4)
+    assert not partial.published and "only 4/12 judged" in partial.reason
+    # the next run finishes the new model's pairs; complete, it replaces the old ranking
+    _, done = _publish(db, other)
+    assert done.published and done.reason.startswith("complete: 12/12")
+    assert [e.model for e in journal_entries(db, VACANCY.vacancy_id)] == [
+        DETERMINISTIC_MODEL,
+        "other-model",
+    ]
+
+
+def test_nothing_is_published_before_a_single_candidate_was_judged(tmp_path: Path) -> None:
+    db = tmp_path / "derived.duckdb"
+    _publish(db, OFFLINE, replace(VACANCY, vacancy_id="vac-2"))
+    _, first = _publish(db, DOWN)
+    assert not first.published and first.live is None
+    assert "no ranking was published before" in first.reason
+    assert journal_entries(db, VACANCY.vacancy_id) == []
