@@ -496,7 +496,7 @@ def _reasons(
             odd = frame.filter(~c.str.contains(CANONICAL_ASCII_ID))[name]
             problems = {v: p for v, p in _by_value(odd, id_problem).items() if p}
             if problems:
-                reasons = {v: f"bad id: {p} in column '{name}': {v!r}" for v, p in problems.items()}
+                reasons = {v: f"bad id in column '{name}': {p}: {v!r}" for v, p in problems.items()}
                 checks.append(
                     (
                         c.is_in(list(problems)),
