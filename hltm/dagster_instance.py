@@ -154,10 +154,14 @@ def worker_health(instance: dg.DagsterInstance, run: dg.DagsterRun) -> CheckRunH
     )
 
 
-def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark every STARTED run whose worker process is gone as failed; the ids of those runs."""
+def fail_dead_runs(instance: dg.DagsterInstance, tag: str | None = None) -> list[str]:
+    """Mark every STARTED run (with tag `tag`, if given) whose worker process is gone as failed;
+    the ids of those runs."""
     failed = []
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
+    started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
+    for run in instance.get_runs(filters=started):
+        if tag is not None and tag not in run.tags:
+            continue
         health = worker_health(instance, run)
         if health.status == WorkerStatus.FAILED:
             instance.report_run_failed(run, f"Marked failed: {health.msg}.")
