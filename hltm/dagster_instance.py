@@ -32,27 +32,8 @@ from dagster._serdes.config_class import ConfigurableClassData
 
 _MARKER = "# written by `hltm dagster-home`"
 # Telemetry off (no network calls of our own accord); one memory refresh run at a time (DuckDB has
-# one writer, embedded Chroma one process); dead runs detected and failed so the queue moves on.
-DAGSTER_YAML = f"""\
-{_MARKER}: delete this line to keep your own edits when hltm's defaults change
-telemetry:
-  enabled: false
-concurrency:
-  runs:
-    tag_concurrency_limits:
-      - key: hltm/memory_refresh
-        limit: 1
-run_launcher:
-  module: hltm.dagster_instance
-  class: LocalRunLauncher
-run_monitoring:
-  enabled: true
-  poll_interval_seconds: 30
-  start_timeout_seconds: 180
-  cancel_timeout_seconds: 180
-  max_resume_run_attempts: 0
-"""
-# What `hltm dagster-home` wrote before it knew about dead runs: upgraded in place.
+# one writer, embedded Chroma one process). This is what `hltm dagster-home` wrote before it knew
+# about dead runs (upgraded in place); the current file adds run monitoring and the launcher.
 _LEGACY_YAML = """\
 telemetry:
   enabled: false
@@ -61,6 +42,18 @@ concurrency:
     tag_concurrency_limits:
       - key: hltm/memory_refresh
         limit: 1
+"""
+DAGSTER_YAML = f"""\
+{_MARKER}: delete this line to keep your own edits when hltm's defaults change
+{_LEGACY_YAML}run_launcher:
+  module: hltm.dagster_instance
+  class: LocalRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 30
+  start_timeout_seconds: 180
+  cancel_timeout_seconds: 180
+  max_resume_run_attempts: 0
 """
 
 
