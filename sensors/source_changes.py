@@ -30,6 +30,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.memory import (
+    ASSET_KEYS,
     PARTITIONS,
     REFRESH_TAG,
     MemoryTreeResource,
@@ -83,9 +84,24 @@ def store_watermark(derived_db: Path) -> str:
     return f"{row[0]}:{row[1]}" if row else "no-store"
 
 
+# One asset job per tree level, targeted by the sensor beside the ordered refresh job: the UI then
+# lists `source_changes` under each memory asset's automations. Every run the sensor requests is
+# still the one `refresh_memory_tree` run (leaves, then seats, then contracts).
+LEVEL_JOBS = [
+    dg.define_asset_job(
+        f"materialize_{level}_memory",
+        selection=[ASSET_KEYS[level]],
+        partitions_def=PARTITIONS[level],
+        description=f"Materialize chosen {level} memory partitions (the sensor uses the ordered"
+        " `refresh_memory_tree` instead).",
+    )
+    for level in LEVELS
+]
+
+
 @dg.sensor(
     name="source_changes",
-    job=refresh_memory_tree,
+    jobs=[refresh_memory_tree, *LEVEL_JOBS],
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Detects added, changed, moved and deleted projects (and new or removed seats and "
@@ -194,6 +210,7 @@ def source_changes(
     return dg.SensorResult(
         run_requests=[
             dg.RunRequest(
+                job_name=refresh_memory_tree.name,
                 run_key=run_key,
                 run_config=refresh_run_config(plan, all_stale=many),
                 tags={

@@ -50,3 +50,18 @@ def test_no_second_refresh_while_one_is_queued(memory_world: Settings) -> None:
     assert run.status == dg.DagsterRunStatus.NOT_STARTED  # created, not yet launched
     result = harness.tick()
     assert isinstance(result, dg.SkipReason) and "in progress" in (result.skip_message or "")
+
+
+def test_memory_assets_show_the_sensor_as_their_automation() -> None:
+    """The UI lists an instigator under an asset when one of its target jobs holds the asset
+    (issue 11 item 3); the sensor's runs stay the one ordered `refresh_memory_tree`."""
+    from dagster._core.remote_representation.external_data import RepositorySnap
+
+    from definitions import defs
+
+    snap = RepositorySnap.from_def(defs.get_repository_def())
+    (sensor,) = [s for s in snap.sensors if s.name == "source_changes"]
+    targeted = {t.job_name for t in sensor.target_dict.values()}
+    for node in snap.asset_nodes:
+        if node.asset_key.to_user_string() in {"project_memory", "seat_memory", "contract_memory"}:
+            assert targeted & set(node.job_names), node.asset_key
