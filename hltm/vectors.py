@@ -7,6 +7,7 @@ Collections use cosine space; vectors are normalised, so distance = 1 - cosine.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import cache
 from typing import Any
@@ -59,8 +60,12 @@ class HltmEmbeddingFunction(EmbeddingFunction[Documents]):
 
 
 def collection_name(prefix: str, key: str) -> str:
-    """Chroma names allow [a-zA-Z0-9._-], 3–512 chars, alphanumeric at both ends."""
-    name = _NAME_OK.sub("-", f"{prefix}-{key}").strip("-._")
+    """Chroma names allow [a-zA-Z0-9._-], 3–512 chars, alphanumeric at both ends. A key that
+    needs sanitising gets a hash of itself appended, so distinct keys never share a collection."""
+    raw = f"{prefix}-{key}"
+    name = _NAME_OK.sub("-", raw).strip("-._")
+    if name != raw:
+        name = f"{name[:400]}-{hashlib.sha1(key.encode()).hexdigest()[:12]}".strip("-._")
     return name if len(name) >= 3 else f"{name}-xx"
 
 

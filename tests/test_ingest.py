@@ -151,3 +151,27 @@ def test_changed_row_is_updated_and_deletes_cascade(crafted_dir, tmp_path):
 def test_missing_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a directory"):
         ingest_directory(tmp_path / "nope", tmp_path / "s.duckdb")
+
+
+def test_ingest_and_delete_record_a_fresh_observation(crafted_dir, settings, tmp_path, monkeypatch):
+    """The UI's row counts follow the CLI (issue 11 item 3): each ingest or delete observes the
+    source tables in the Dagster instance."""
+    import dagster as dg
+    from click.testing import CliRunner
+
+    from hltm.cli import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    runner = CliRunner()
+
+    def projects_observed() -> int:
+        with dg.DagsterInstance.get() as instance:
+            records = instance.fetch_observations(dg.AssetKey(["sources", "projects"]), limit=1)
+            return records.records[0].asset_observation.metadata["dagster/row_count"].value
+
+    result = runner.invoke(main, ["ingest", str(crafted_dir)])
+    assert result.exit_code == 0, result.output
+    assert projects_observed() == 1
+    result = runner.invoke(main, ["delete", "project", "p1"])
+    assert result.exit_code == 0, result.output
+    assert projects_observed() == 0

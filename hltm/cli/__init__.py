@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -11,26 +10,15 @@ import click
 
 from hltm.settings import Settings
 
-# Telemetry off (no network calls of our own accord); one memory refresh run at a time (DuckDB has
-# one writer, embedded Chroma one process).
-DAGSTER_YAML = """\
-telemetry:
-  enabled: false
-concurrency:
-  runs:
-    tag_concurrency_limits:
-      - key: hltm/memory_refresh
-        limit: 1
-"""
-
 
 def dagster_home() -> Path:
-    """A persistent Dagster instance: runs and dynamic partitions survive restarts."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    """A persistent Dagster instance: runs and dynamic partitions survive restarts, and a killed
+    run is detected and failed (`hltm.dagster_instance`)."""
+    from hltm.dagster_instance import ensure_dagster_home
+
+    home, warning = ensure_dagster_home()
+    if warning:
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
     return home
 
 

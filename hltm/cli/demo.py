@@ -38,7 +38,10 @@ def run_job(name: str, run_config: dict | None = None, tags: dict | None = None)
     defs = load_definitions()
 
     config = {**QUIET_RUN, **(run_config or {})}
+    from hltm.dagster_instance import fail_dead_runs
+
     with dg.DagsterInstance.get() as instance:
+        fail_dead_runs(instance)  # a run killed earlier must not stay STARTED
         result = defs.resolve_job_def(name).execute_in_process(
             instance=instance, run_config=config, tags=tags, raise_on_error=False
         )

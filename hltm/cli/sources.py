@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hltm.cli import fail, settings
+from hltm.cli import dagster_home, fail, settings
 from hltm.sources.generator import SIZES, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -29,18 +29,47 @@ def generate(out_dir: Path | None, seed: int, size: str) -> None:
     click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {t}" for t, n in counts.items()))
 
 
+def observe_sources() -> None:
+    """Record a fresh observation of the source tables in the Dagster instance, so the UI's row
+    counts follow every ingest and delete (best effort: the sources are already committed)."""
+    import dagster as dg
+
+    from hltm.cli.demo import load_definitions
+
+    load_definitions()  # the code location (and `assets`) on sys.path
+    from assets.sources import record_source_observations
+
+    dagster_home()
+    try:
+        with dg.DagsterInstance.get() as instance:
+            record_source_observations(instance, settings().sources_db)
+    except Exception as err:  # noqa: BLE001 - a stale UI count must not fail a committed ingest
+        click.secho(f"warning: could not record the source observation: {err}", fg="yellow")
+
+
 @click.command()
 @click.argument("directory", type=click.Path(path_type=Path))
-def ingest(directory: Path) -> None:
-    """Load DIRECTORY (CSV / Parquet / JSONL, one file per table) into the sources.
+@click.option(
+    "--encoding",
+    default="utf-8",
+    show_default=True,
+    help="Text encoding of the CSV / JSONL files (e.g. cp1251); lines that do not decode are "
+    "quarantined with their line number.",
+)
+def ingest(directory: Path, encoding: str) -> None:
+    """Load DIRECTORY (CSV / Parquet / JSONL files named after their table) into the sources.
 
-    Bad rows go to the `quarantine` table with their reason; exits non-zero only when nothing
-    could be loaded."""
+    Bad rows go to the `quarantine` table with their reason and line; the summary is printed
+    whatever happened. Exits non-zero when nothing could be loaded or a table failed."""
     try:
-        report = ingest_directory(directory, settings().sources_db)
-    except FileNotFoundError as err:
+        report = ingest_directory(directory, settings().sources_db, encoding=encoding)
+    except (FileNotFoundError, LookupError) as err:
         fail(str(err))
     click.echo(report.summary())
+    if report.changed:
+        observe_sources()
+    if report.failed:
+        fail(f"{len(report.failed)} table(s) failed: {', '.join(t.table for t in report.failed)}")
     if report.loaded == 0:
         fail(f"nothing could be loaded from {directory}")
     sys.exit(0)
@@ -61,6 +90,7 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
             report = delete_everywhere(settings(), kind, row_id)
         except (KeyError, FileNotFoundError) as err:
             fail(str(err).strip("'\""))
+        observe_sources()
         click.echo(
             f"deleted {kind} {row_id}; {report.summary()}; the source_changes sensor rebuilds"
             " the memory it touched"

@@ -3,10 +3,15 @@
 Every table has a stable string id. Ingest adds `content_hash` (sha1 of the row's own columns) and
 `ingested_at`; `updated_at` is taken from the file when present, else set when the hash changes.
 Those two columns are what change detection (the `source_changes` sensor) reads.
+
+Ids are identifiers, compared byte for byte everywhere (node ids, partition keys, Chroma
+collections, scope filters), so they have one canonical form (`id_problem`); ingest quarantines
+any id outside it instead of letting two spellings of one id into the tree.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 
 LAYERS = ("active", "archive")
@@ -15,14 +20,56 @@ PROJECT_STATUSES = ("open", "paused", "closed")
 DOCUMENT_KINDS = ("job_description", "intake_notes", "recruiter_notes", "candidate_feedback")
 ACTION_KINDS = ("viewed", "saved", "messaged", "rejected", "advanced")
 
+# Size bounds, checked at ingest before anything is stored (a longer value is quarantined, never
+# truncated: a cut resume or posting would be judged and quoted as if it were the whole text).
+MAX_ID_CHARS = 200
+MAX_SHORT_TEXT_CHARS = 2_000  # names, titles, headlines, reasons, requirement lines
+MAX_DOCUMENT_CHARS = 200_000  # about 50k tokens: far above any real resume or job posting
+
+# Printable ASCII with no space at either end: a sufficient condition for the canonical form,
+# cheap enough to test on every id column-wise (anything else goes through `id_problem`).
+CANONICAL_ASCII_ID = r"^[!-~](?:[ -~]*[!-~])?$"
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` is not a canonical id, or None when it is.
+
+    Canonical: 1 to `MAX_ID_CHARS` characters in Unicode NFC form, every character printable
+    (no control, format or invisible characters; the only space allowed is an inner ASCII
+    space) and no whitespace at either end."""
+    if not value:
+        return "empty id"
+    if len(value) > MAX_ID_CHARS:
+        return f"id longer than {MAX_ID_CHARS} characters"
+    if "\x00" in value:
+        return "NUL character in id"
+    if value != value.strip():
+        return "leading or trailing whitespace in id"
+    bad = next((ch for ch in value if ch != " " and not ch.isprintable()), None)
+    if bad is not None:
+        return f"control or invisible character U+{ord(bad):04X} in id"
+    if unicodedata.normalize("NFC", value) != value:
+        return "id not in Unicode NFC form"
+    return None
+
 
 @dataclass(frozen=True)
 class Column:
+    """One column of a source table.
+
+    `aliases`: other header names a user's export commonly has for it (matched after
+    lower-casing and turning spaces and dashes into underscores); `default`: the value when the
+    whole column is absent from a file; `is_id`: the table's key or a reference to another's."""
+
     name: str
     sql_type: str  # DuckDB type
     required: bool = True
     choices: tuple[str, ...] = ()
     non_empty_text: bool = False
+    aliases: tuple[str, ...] = ()
+    max_chars: int = MAX_SHORT_TEXT_CHARS
+    default: str | None = None
+    is_id: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,24 +91,38 @@ class Table:
         return [c.name for c in self.columns]
 
 
-def _ts(name: str, required: bool = False) -> Column:
-    return Column(name, "TIMESTAMP", required=required)
+def _ts(name: str, *aliases: str) -> Column:
+    return Column(name, "TIMESTAMP", required=False, aliases=aliases)
+
+
+def _id(name: str, *aliases: str) -> Column:
+    return Column(name, "VARCHAR", aliases=aliases, max_chars=MAX_ID_CHARS, is_id=True)
+
+
+def _document(name: str, *aliases: str) -> Column:
+    return Column(
+        name, "VARCHAR", non_empty_text=True, aliases=aliases, max_chars=MAX_DOCUMENT_CHARS
+    )
 
 
 TABLES: tuple[Table, ...] = (
     Table(
         "contracts",
         "contract_id",
-        (Column("contract_id", "VARCHAR"), Column("name", "VARCHAR"), _ts("updated_at")),
+        (
+            _id("contract_id", "id", "account_id", "company_id", "organization_id"),
+            Column("name", "VARCHAR", aliases=("company", "company_name", "organization")),
+            _ts("updated_at"),
+        ),
         description="A customer organisation's account: the root of an ownership tree.",
     ),
     Table(
         "seats",
         "seat_id",
         (
-            Column("seat_id", "VARCHAR"),
-            Column("contract_id", "VARCHAR"),
-            Column("recruiter_name", "VARCHAR"),
+            _id("seat_id", "id", "recruiter_id", "user_id"),
+            _id("contract_id", "account_id", "company_id", "organization_id"),
+            Column("recruiter_name", "VARCHAR", aliases=("recruiter", "name", "user_name")),
             _ts("updated_at"),
         ),
         (ForeignKey("contract_id", "contracts"),),
@@ -71,12 +132,12 @@ TABLES: tuple[Table, ...] = (
         "projects",
         "project_id",
         (
-            Column("project_id", "VARCHAR"),
-            Column("seat_id", "VARCHAR"),
-            Column("title", "VARCHAR", non_empty_text=True),
-            Column("status", "VARCHAR", choices=PROJECT_STATUSES),
-            _ts("created_at"),
-            _ts("updated_at"),
+            _id("project_id", "id"),
+            _id("seat_id", "recruiter_id", "user_id"),
+            Column("title", "VARCHAR", non_empty_text=True, aliases=("name", "project_name")),
+            Column("status", "VARCHAR", choices=PROJECT_STATUSES, aliases=("state",)),
+            _ts("created_at", "created"),
+            _ts("updated_at", "updated", "modified_at"),
         ),
         (ForeignKey("seat_id", "seats"),),
         "A hiring project (the leaf memory node), inside exactly one seat.",
@@ -85,12 +146,12 @@ TABLES: tuple[Table, ...] = (
         "project_documents",
         "document_id",
         (
-            Column("document_id", "VARCHAR"),
-            Column("project_id", "VARCHAR"),
-            Column("kind", "VARCHAR", choices=DOCUMENT_KINDS),
-            Column("text", "VARCHAR", non_empty_text=True),
-            _ts("created_at"),
-            _ts("updated_at"),
+            _id("document_id", "id", "doc_id"),
+            _id("project_id"),
+            Column("kind", "VARCHAR", choices=DOCUMENT_KINDS, aliases=("type", "document_type")),
+            _document("text", "body", "content", "description"),
+            _ts("created_at", "created"),
+            _ts("updated_at", "updated", "modified_at"),
         ),
         (ForeignKey("project_id", "projects"),),
         "Free text under a project: job description, intake notes, recruiter notes, feedback.",
@@ -99,12 +160,12 @@ TABLES: tuple[Table, ...] = (
         "resumes",
         "resume_id",
         (
-            Column("resume_id", "VARCHAR"),
-            Column("headline", "VARCHAR", required=False),
-            Column("text", "VARCHAR", non_empty_text=True),
-            Column("language", "VARCHAR", choices=LANGUAGES),
-            Column("layer", "VARCHAR", choices=LAYERS),
-            _ts("updated_at"),
+            _id("resume_id", "id", "candidate_id", "cv_id"),
+            Column("headline", "VARCHAR", required=False, aliases=("title", "position")),
+            _document("text", "resume_text", "resume_str", "resume", "cv_text", "body", "content"),
+            Column("language", "VARCHAR", choices=LANGUAGES, aliases=("lang", "locale")),
+            Column("layer", "VARCHAR", choices=LAYERS, default="active"),
+            _ts("updated_at", "updated", "modified_at"),
         ),
         description="Candidate resumes. The archive layer never enters normal candidate pools.",
     ),
@@ -112,12 +173,12 @@ TABLES: tuple[Table, ...] = (
         "recruiter_actions",
         "action_id",
         (
-            Column("action_id", "VARCHAR"),
-            Column("project_id", "VARCHAR"),
-            Column("resume_id", "VARCHAR"),
-            Column("action", "VARCHAR", choices=ACTION_KINDS),
-            Column("reason", "VARCHAR", required=False),
-            _ts("created_at"),
+            _id("action_id", "id", "event_id"),
+            _id("project_id"),
+            _id("resume_id", "candidate_id", "cv_id"),
+            Column("action", "VARCHAR", choices=ACTION_KINDS, aliases=("type", "event")),
+            Column("reason", "VARCHAR", required=False, aliases=("comment", "note")),
+            _ts("created_at", "created", "timestamp"),
         ),
         (ForeignKey("project_id", "projects"), ForeignKey("resume_id", "resumes")),
         "What a recruiter did with a candidate in a project; `reason` explains a rejection.",
@@ -126,12 +187,12 @@ TABLES: tuple[Table, ...] = (
         "vacancies",
         "vacancy_id",
         (
-            Column("vacancy_id", "VARCHAR"),
-            Column("version", "INTEGER"),
-            Column("project_id", "VARCHAR"),
-            Column("title", "VARCHAR", non_empty_text=True),
-            Column("text", "VARCHAR", non_empty_text=True),
-            _ts("updated_at"),
+            _id("vacancy_id", "id", "job_id", "posting_id"),
+            Column("version", "INTEGER", aliases=("revision",)),
+            _id("project_id"),
+            Column("title", "VARCHAR", non_empty_text=True, aliases=("name", "job_title")),
+            _document("text", "description", "body", "content"),
+            _ts("updated_at", "updated", "modified_at"),
         ),
         (ForeignKey("project_id", "projects"),),
         "An open position of a project; `version` grows whenever its text changes.",
@@ -140,10 +201,10 @@ TABLES: tuple[Table, ...] = (
         "vacancy_requirements",
         "requirement_id",
         (
-            Column("requirement_id", "VARCHAR"),
-            Column("vacancy_id", "VARCHAR"),
-            Column("text", "VARCHAR", non_empty_text=True),
-            Column("mandatory", "BOOLEAN"),
+            _id("requirement_id", "id"),
+            _id("vacancy_id", "job_id", "posting_id"),
+            Column("text", "VARCHAR", non_empty_text=True, aliases=("requirement",)),
+            Column("mandatory", "BOOLEAN", aliases=("required", "is_mandatory")),
         ),
         (ForeignKey("vacancy_id", "vacancies"),),
         "The requirements of a vacancy, each flagged mandatory or not.",

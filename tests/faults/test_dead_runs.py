@@ -1,0 +1,99 @@
+"""A killed run never leaves the automation stuck (issue 10 item 1).
+
+A memory refresh executing in its own process is killed with SIGKILL mid-run. Dagster cannot
+record its end, so it stays STARTED, holding the one `hltm/memory_refresh` slot. The run
+monitoring the instance's `dagster.yaml` switches on asks the instance's run launcher about the
+worker, learns its process is gone, and fails the run; the next sensor refresh then runs to
+completion. The daemon's per-run monitoring step (`monitor_started_run`) is called directly, on
+the same instance the daemon would load."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._daemon.monitoring.run_monitoring import monitor_started_run
+
+from assets.memory import REFRESH_TAG
+from hltm.cli import dagster_home
+from hltm.dagster_instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
+from hltm.settings import Settings
+from tests import test_memory_dagster as _shared
+from tests.test_memory_dagster import make_harness
+
+ingested_sources = _shared.ingested_sources
+memory_world = _shared.memory_world
+ROOT = Path(__file__).resolve().parents[2]
+
+REBUILD = """
+import dagster as dg
+from definitions import defs
+with dg.DagsterInstance.get() as instance:
+    defs.resolve_job_def("rebuild_memory_tree").execute_in_process(instance=instance)
+"""
+
+
+@pytest.fixture
+def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    dagster_home()
+    with dg.DagsterInstance.get() as persistent:
+        yield persistent
+
+
+def _start_and_kill(instance: dg.DagsterInstance) -> dg.DagsterRun:
+    """Start a full rebuild in its own process and SIGKILL it once it is executing."""
+    worker = subprocess.Popen([sys.executable, "-c", REBUILD], cwd=ROOT, env=dict(os.environ))
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            started = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+            if started and run_worker_pid(instance, started[0].run_id):
+                os.kill(worker.pid, signal.SIGKILL)
+                worker.wait()
+                return started[0]
+            assert worker.poll() is None, "the rebuild ended before it could be killed"
+            time.sleep(0.2)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    raise AssertionError("the rebuild never started")
+
+
+def test_killed_refresh_is_failed_and_the_next_sensor_refresh_completes(
+    memory_world: Settings, instance: dg.DagsterInstance
+) -> None:
+    assert isinstance(instance.run_launcher, LocalRunLauncher)
+    assert instance.run_monitoring_enabled
+    killed = _start_and_kill(instance)
+    record = instance.get_run_record_by_id(killed.run_id)
+    assert record and record.dagster_run.status == dg.DagsterRunStatus.STARTED  # what a kill leaves
+    assert record.dagster_run.tags.get(REFRESH_TAG) == "full"  # …holding the refresh slot
+
+    monitor_started_run(instance, None, record, logging.getLogger("run_monitoring"))  # type: ignore[arg-type]
+
+    after = instance.get_run_by_id(killed.run_id)
+    assert after and after.status == dg.DagsterRunStatus.FAILURE
+    messages = [e.message for e in instance.all_logs(killed.run_id) if e.dagster_event]
+    assert any("is gone" in (m or "") for m in messages)
+    blocking = instance.get_runs(
+        dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
+            tags={REFRESH_TAG: ["full", "incremental", "sensor"]},
+        )
+    )
+    assert not blocking  # the queue's one refresh slot is free again
+
+    harness = make_harness(memory_world)
+    harness.instance = instance
+    result, runs = harness.tick_and_run()
+    assert isinstance(result, dg.SensorResult) and runs, result
+    assert all(r.success for r in runs)
+    assert fail_dead_runs(instance) == []  # nothing else was left STARTED

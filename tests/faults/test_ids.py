@@ -1,0 +1,126 @@
+"""Ids are identifiers (issue 10 item 2): one canonical form, anything outside it quarantined
+with its reason at ingest, and two distinct ids never share a memory collection, so one odd
+contract never fails the nodes of another."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from hltm.memory import builder_from_settings
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
+from hltm.sources.schema import id_problem
+from hltm.vectors import collection_name
+from hltm.warehouse import connect
+
+ODD_IDS = {
+    "c01\t": "leading or trailing whitespace",
+    "c0\t1": "control or invisible character U+0009",
+    "c01 ": "leading or trailing whitespace",
+    " c01": "leading or trailing whitespace",
+    "c\x0001": "NUL character",
+    "c0\u200b1": "control or invisible character U+200B",  # zero-width space
+    "c01\u00a0": "leading or trailing whitespace",  # no-break space
+    unicodedata.normalize("NFD", "Zürich"): "not in Unicode NFC form",
+    "": "empty value for required column",
+}
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("value", ["c01", "urn:li:seat:42", "Zürich", "acme 1", "7"])
+def test_canonical_ids_pass(value: str) -> None:
+    assert id_problem(value) is None
+
+
+def test_odd_ids_are_quarantined_with_their_reason(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _jsonl(
+        src / "contracts.jsonl",
+        [{"contract_id": "c01", "name": "Good"}]
+        + [{"contract_id": odd, "name": f"odd {i}"} for i, odd in enumerate(ODD_IDS)],
+    )
+    # A reference spelled oddly is quarantined for its spelling, not merely as unknown.
+    _jsonl(
+        src / "seats.jsonl",
+        [
+            {"seat_id": "s1", "contract_id": "c01", "recruiter_name": "Ann"},
+            {"seat_id": "s2", "contract_id": "c01\t", "recruiter_name": "Bob"},
+        ],
+    )
+    db = tmp_path / "sources.duckdb"
+    report = ingest_directory(src, db)
+    with connect(db, read_only=True) as con:
+        contracts = [r[0] for r in con.execute("SELECT contract_id FROM contracts").fetchall()]
+        seats = [r[0] for r in con.execute("SELECT seat_id FROM seats").fetchall()]
+        reasons = con.execute("SELECT table_name, raw, reason FROM quarantine").fetchall()
+    assert contracts == ["c01"] and seats == ["s1"]
+    by_name = {
+        json.loads(raw)["name"]: reason for table, raw, reason in reasons if table == "contracts"
+    }
+    for i, expected in enumerate(ODD_IDS.values()):
+        reason = by_name[f"odd {i}"]
+        assert expected in reason, reason
+    (seat_reason,) = [reason for table, _, reason in reasons if table == "seats"]
+    assert seat_reason.startswith("bad id in column 'contract_id': leading or trailing")
+    assert report.tables[0].quarantined == len(ODD_IDS)
+
+
+def test_distinct_ids_never_share_a_collection() -> None:
+    names = {
+        collection_name("mem", key) for key in ("acme 1", "acme-1", "acme/1", "acme.1.", "acme:1")
+    }
+    assert len(names) == 5
+    assert collection_name("mem", "c01") == "mem-c01"  # clean ids keep their readable name
+
+
+def test_one_contract_never_fails_another(settings: Settings, tmp_path: Path) -> None:
+    """Two canonical contract ids whose collection names once collapsed onto one (`acme 1`,
+    `acme-1`): both trees build, each in its own collection."""
+    src = tmp_path / "src"
+    src.mkdir()
+    contracts = ["acme 1", "acme-1"]
+    _jsonl(src / "contracts.jsonl", [{"contract_id": c, "name": f"Org {c}"} for c in contracts])
+    _jsonl(
+        src / "seats.jsonl",
+        [
+            {"seat_id": f"s{i}", "contract_id": c, "recruiter_name": "Ann"}
+            for i, c in enumerate(contracts)
+        ],
+    )
+    _jsonl(
+        src / "projects.jsonl",
+        [
+            {
+                "project_id": f"p{i}",
+                "seat_id": f"s{i}",
+                "title": "Backend engineer",
+                "status": "open",
+            }
+            for i in range(2)
+        ],
+    )
+    _jsonl(
+        src / "project_documents.jsonl",
+        [
+            {
+                "document_id": f"d{i}",
+                "project_id": f"p{i}",
+                "kind": "job_description",
+                "text": "Senior backend engineer in Berlin, hybrid, Python and PostgreSQL.",
+            }
+            for i in range(2)
+        ],
+    )
+    assert ingest_directory(src, settings.sources_db).quarantined == 0
+    report = builder_from_settings(settings).full_build()
+    assert not report.failures, report.failures
+    built = builder_from_settings(settings).store.built()
+    assert {"contract:acme 1", "contract:acme-1", "project:p0", "project:p1"} <= set(built)
