@@ -93,12 +93,15 @@ def create_token(db: Path | str, identity: Identity, label: str = "") -> tuple[s
     return token_id, token
 
 
-def identity_for_token(db: Path | str, token: str | None) -> Identity | None:
-    """The identity of an active token, or None (unknown, revoked, malformed or missing)."""
+def identity_for_token(
+    db: Path | str, token: str | None, wait_s: float | None = None
+) -> Identity | None:
+    """The identity of an active token, or None (unknown, revoked, malformed or missing).
+    `wait_s` bounds the wait for a file another process holds (`DatabaseBusy` past it)."""
     if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = _digest(token)
-    with connect(db) as con:
+    with connect(db, wait_s=wait_s) as con:
         if not table_exists(con, TOKENS_TABLE):
             return None
         row = con.execute(

@@ -14,12 +14,18 @@ subtree filter:
   absent.
 
 There is no unfiltered method, and an empty scope reads nothing.
+
+DuckDB is read through a connection the caller holds, or through a factory of short-lived
+connections (one per read: nothing stays open while the caller waits on an LLM). An embedded
+Chroma view made stale by another process's writes is reopened once and asked again; a Chroma
+that cannot be reached is `VectorIndexUnavailable`, naming what is down.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +33,17 @@ import duckdb
 import numpy as np
 
 from hltm.query.scope import MEMORY_TABLE, Scope
-from hltm.vectors import VectorStore, collection_name
+from hltm.vectors import (
+    VectorIndexUnavailable,
+    VectorStore,
+    collection_name,
+    describe_index,
+    is_stale_view,
+    is_unreachable,
+)
 from hltm.warehouse import table_exists
+
+Connector = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
 KINDS = ("facet", "qa", "summary")
 COLLECTION_PREFIX = "mem"  # one collection per contract: collection_name("mem", contract_id)
@@ -91,20 +106,43 @@ class ScopedMemory:
     def __init__(
         self,
         scope: Scope,
-        con: duckdb.DuckDBPyConnection,
+        con: duckdb.DuckDBPyConnection | Connector,
         vectors: VectorStore | None,
         levels: Sequence[str] | None = None,
     ) -> None:
-        """`con`: an open connection to the derived DuckDB file, held for one query."""
+        """`con`: an open connection to the derived DuckDB file, or a factory of short-lived
+        ones (each read then opens and closes its own)."""
         self.scope = scope
-        self.con = con
+        self._con = con
         self.levels = tuple(levels) if levels else None
         self.stats = BoundaryStats()
         self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
-        self._has_table = table_exists(con, MEMORY_TABLE)
+        self._vectors = vectors
         self._collection = None
         if not scope.empty and vectors is not None and scope.contract_id is not None:
-            self._collection = vectors.existing(memory_collection(scope.contract_id))
+            self._collection = self._open_collection()
+
+    def _open_collection(self):  # type: ignore[no-untyped-def]
+        assert self._vectors is not None and self.scope.contract_id is not None
+        try:
+            return self._vectors.existing(memory_collection(self.scope.contract_id))
+        except Exception as err:
+            if is_unreachable(err):
+                raise self._unavailable(err) from err
+            raise
+
+    def _unavailable(self, err: Exception) -> VectorIndexUnavailable:
+        assert self._vectors is not None
+        where = describe_index(self._vectors.settings)
+        return VectorIndexUnavailable(f"{where} cannot be read: {str(err)[:300]}")
+
+    @contextmanager
+    def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if isinstance(self._con, duckdb.DuckDBPyConnection):
+            yield self._con
+        else:
+            with self._con() as con:
+                yield con
 
     @property
     def empty(self) -> bool:
@@ -133,13 +171,7 @@ class ScopedMemory:
             extra["kind"] = kind
         if self.levels is not None:
             extra["level"] = list(self.levels)
-        where = self.scope.chroma_where(**extra)
-        result = self._collection.query(
-            query_embeddings=queries,
-            n_results=n,
-            where=where,
-            include=["metadatas", "distances"],
-        )
+        result = self._query(queries, n, self.scope.chroma_where(**extra))
         self.stats.chroma_queries += 1
         raw: list[list[tuple[dict[str, Any], float]]] = []
         for metas, dists in zip(result["metadatas"] or [], result["distances"] or [], strict=True):
@@ -180,19 +212,46 @@ class ScopedMemory:
             hits.append(kept)
         return hits
 
+    def _query(self, queries: np.ndarray, n: int, where: dict[str, Any]) -> Any:
+        """One filtered nearest-neighbour call; a stale embedded view is reopened once."""
+        assert self._vectors is not None and self._collection is not None
+        for attempt in (0, 1):
+            generation = self._vectors.generation
+            try:
+                return self._collection.query(
+                    query_embeddings=queries,
+                    n_results=n,
+                    where=where,
+                    include=["metadatas", "distances"],
+                )
+            except Exception as err:  # chromadb raises its own and httpx's errors
+                if attempt == 0 and is_stale_view(err):
+                    self._vectors.reopen(generation)
+                    self._collection = self._open_collection()
+                    if self._collection is None:  # dropped meanwhile by the writer
+                        return {"metadatas": [[]] * len(queries), "distances": [[]] * len(queries)}
+                    continue
+                if is_stale_view(err) or is_unreachable(err):
+                    raise self._unavailable(err) from err
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     # ---- fetch by id -----------------------------------------------------------------------
 
     def _scoped_rows(self, columns: str, node_ids: Iterable[str]) -> list[tuple]:
         """The one fetch by id: rows of the given nodes, filtered to the subtree in SQL."""
         wanted = sorted(set(node_ids))
-        if self.scope.empty or not wanted or not self._has_table:
+        if self.scope.empty or not wanted:
             return []
         predicate, params = self.scope.sql_predicate()
-        return self.con.execute(
-            f"SELECT {columns} FROM {MEMORY_TABLE}"
-            f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
-            [wanted, *params],
-        ).fetchall()
+        with self._reading() as con:
+            if not table_exists(con, MEMORY_TABLE):
+                return []
+            return con.execute(
+                f"SELECT {columns} FROM {MEMORY_TABLE}"
+                f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
+                [wanted, *params],
+            ).fetchall()
 
     def versions(self, node_ids: Iterable[str]) -> dict[str, str]:
         """Current versions of the given nodes that lie inside the subtree."""
@@ -213,17 +272,20 @@ class ScopedMemory:
 
     def node_count(self) -> int:
         """How many nodes the subtree holds (0: answer "no memory for this scope")."""
-        if self.scope.empty or not self._has_table:
+        if self.scope.empty:
             return 0
         predicate, params = self.scope.sql_predicate()
         level_sql, level_params = "", []
         if self.levels is not None:
             level_sql = " AND level IN (SELECT unnest(?::VARCHAR[]))"
             level_params = [list(self.levels)]
-        row = self.con.execute(
-            f"SELECT count(*) FROM {MEMORY_TABLE} WHERE {predicate}{level_sql}",
-            [*params, *level_params],
-        ).fetchone()
+        with self._reading() as con:
+            if not table_exists(con, MEMORY_TABLE):
+                return 0
+            row = con.execute(
+                f"SELECT count(*) FROM {MEMORY_TABLE} WHERE {predicate}{level_sql}",
+                [*params, *level_params],
+            ).fetchone()
         return int(row[0]) if row else 0
 
 

@@ -2,22 +2,33 @@
 
     POST /v1/ask     Authorization: Bearer <token>
                      {"question": "...", "project": "<id>"?, "seat": "<id>"?, "context": false}
-                     → 200 the query result (answer, rationale, citations, cost, …)
+                     → 200 the query result (answer, rationale, citations, status, cost, …)
     GET  /v1/whoami  Authorization: Bearer <token>  → the token's identity and scope
-    GET  /healthz    → {"status": "ok"}
+    GET  /healthz    → {"status": "ok"}  (answered on the event loop, never touches a store)
 
 The caller's identity comes only from the token (`hltm token create`). A missing, malformed,
 unknown or revoked token is 401. The body may narrow the scope to a seat or project inside the
 token's subtree; anything else (a sibling, another contract, a wider level) is 403 — a token never
 widens its scope, and the answer never says whether the other id exists.
+
+Nothing blocking runs on the event loop: token checks and queries run in worker threads, at most
+`concurrency` at once, with at most `queue` more waiting; past that, or when another process holds
+the DuckDB file longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy, retry). A
+body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked up; a
+question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503 naming it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -28,13 +39,35 @@ from hltm.query.access import identity_for_token
 from hltm.query.boundary import IsolationError
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity, ScopeError
+from hltm.vectors import VectorIndexUnavailable
+from hltm.warehouse import DatabaseBusy
 
 log = logging.getLogger(__name__)
 MAX_QUESTION_CHARS = 2000
+MAX_BODY_BYTES = 16 * 1024
+RETRY_AFTER_S = 1
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """How much work the server takes at once; the rest is told to retry (503)."""
+
+    concurrency: int = 8  # queries running at once (threads; more only help a slow LLM)
+    queue: int = 64  # queries waiting for a slot before new ones are refused
+    db_wait_s: float = 2.0  # how long a request waits for a DuckDB file another process holds
+
+
+class Busy(Exception):
+    """Too much work queued, or a store held by another process: answer 503, retry later."""
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _busy(message: str) -> JSONResponse:
+    return _error(503, message, **{"Retry-After": str(RETRY_AFTER_S)})
 
 
 def _bearer(request: Request) -> str | None:
@@ -45,14 +78,68 @@ def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Starlette:
-    tokens_db = Path(tokens_db or engine.settings.derived_db)
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it exceeds `limit` bytes (declared or streamed)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    def authenticate(request: Request) -> Identity | JSONResponse:
+
+def parse_ask_body(raw: bytes) -> dict[str, Any] | str:
+    """The validated fields of an ask body, or the 400 message. Types are strict: `context`
+    must be a JSON boolean (the string "no" is not false), ids must be non-empty strings."""
+    try:
+        body: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return "the body must be JSON"
+    if not isinstance(body, dict):
+        return "the body must be a JSON object"
+    question = body.get("question")
+    if not isinstance(question, str) or not question.strip():
+        return "'question' (a non-empty string) is required"
+    if len(question) > MAX_QUESTION_CHARS:
+        return f"'question' is longer than {MAX_QUESTION_CHARS} characters"
+    context = body.get("context", False)
+    if not isinstance(context, bool):
+        return "'context' must be true or false"
+    out: dict[str, Any] = {"question": question, "context": context}
+    for level in ("contract", "seat", "project"):
+        value = body.get(level)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            return f"'{level}' must be a non-empty string"
+        out[level] = value.strip() if value is not None else None
+    return out
+
+
+def create_app(
+    engine: QueryEngine,
+    tokens_db: Path | str | None = None,
+    limits: ServeLimits | None = None,
+) -> Starlette:
+    tokens_db = Path(tokens_db or engine.settings.derived_db)
+    limits = limits or ServeLimits()
+    if engine.db_wait_s is None:
+        engine.db_wait_s = limits.db_wait_s
+    slots = anyio.CapacityLimiter(limits.concurrency)
+
+    async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking work in a worker thread, or raise `Busy` when the queue is full."""
+        if slots.statistics().tasks_waiting >= limits.queue:
+            raise Busy("the server is at capacity")
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=slots)
+
+    async def authenticate(request: Request) -> Identity | JSONResponse:
         token = _bearer(request)
         if token is None:
             return _error(401, "missing bearer token", **{"WWW-Authenticate": "Bearer"})
-        identity = identity_for_token(tokens_db, token)
+        identity = await in_thread(identity_for_token, tokens_db, token, wait_s=limits.db_wait_s)
         if identity is None:
             return _error(
                 401,
@@ -61,56 +148,41 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
             )
         return identity
 
-    def health(request: Request) -> JSONResponse:
+    async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    def whoami(request: Request) -> JSONResponse:
-        identity = authenticate(request)
+    async def whoami(request: Request) -> JSONResponse:
+        identity = await authenticate(request)
         if isinstance(identity, JSONResponse):
             return identity
-        scope = engine.scope_for(identity)
+        scope = await in_thread(engine.scope_for, identity)
         return JSONResponse(
             {"identity": identity.node_id, "scope": scope.describe(), "has_memory": not scope.empty}
         )
 
     async def ask(request: Request) -> JSONResponse:
-        identity = authenticate(request)
+        raw = await _bounded_body(request, MAX_BODY_BYTES)
+        if raw is None:
+            return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        identity = await authenticate(request)
         if isinstance(identity, JSONResponse):
             return identity
-        try:
-            body: Any = await request.json()
-        except ValueError:
-            return _error(400, "the body must be JSON")
-        if not isinstance(body, dict):
-            return _error(400, "the body must be a JSON object")
-        question = body.get("question")
-        if not isinstance(question, str) or not question.strip():
-            return _error(400, "'question' (a non-empty string) is required")
-        if len(question) > MAX_QUESTION_CHARS:
-            return _error(400, f"'question' is longer than {MAX_QUESTION_CHARS} characters")
+        body = parse_ask_body(raw)
+        if isinstance(body, str):
+            return _error(400, body)
         target = identity
         for level in ("seat", "project"):  # narrowest given wins
-            value = body.get(level)
-            if value is not None:
-                if not isinstance(value, str) or not value.strip():
-                    return _error(400, f"'{level}' must be a non-empty string")
-                target = Identity(level, value.strip())  # type: ignore[arg-type]
-        if body.get("contract") is not None and body.get("contract") != (
+            if body[level] is not None:
+                target = Identity(level, body[level])  # type: ignore[arg-type]
+        if body["contract"] is not None and body["contract"] != (
             identity.id if identity.level == "contract" else None
         ):
             return _error(403, "outside the token's scope")
-        return await _run(identity, target, question, bool(body.get("context", False)))
-
-    async def _run(
-        identity: Identity, target: Identity, question: str, with_context: bool
-    ) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
-
         try:
-            result = await run_in_threadpool(
+            result = await in_thread(
                 engine.ask,
                 target,
-                question,
+                body["question"],
                 within=identity if target != identity else None,
                 channel="http",
             )
@@ -122,18 +194,35 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
         except IsolationError:
             log.exception("isolation check failed for %s", identity)
             return _error(500, "refused: a store returned data outside the permitted scope")
-        return JSONResponse(result.as_dict(with_context=with_context))
+        return JSONResponse(result.as_dict(with_context=body["context"]))
+
+    async def busy_handler(request: Request, exc: Exception) -> JSONResponse:
+        return _busy(f"busy, retry: {exc}")
+
+    async def unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("vector index unavailable: %s", exc)
+        return _busy(f"the vector index is unavailable: {exc}")
 
     return Starlette(
         routes=[
             Route("/healthz", health, methods=["GET"]),
             Route("/v1/whoami", whoami, methods=["GET"]),
             Route("/v1/ask", ask, methods=["POST"]),
-        ]
+        ],
+        exception_handlers={
+            Busy: busy_handler,
+            DatabaseBusy: busy_handler,
+            VectorIndexUnavailable: unavailable_handler,
+        },
     )
 
 
-def serve(engine: QueryEngine, host: str = "127.0.0.1", port: int = 8765) -> None:
+def serve(
+    engine: QueryEngine,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    limits: ServeLimits | None = None,
+) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(engine, limits=limits), host=host, port=port, log_level="info")
