@@ -15,8 +15,10 @@ subtree filter:
 
 There is no unfiltered method, and an empty scope reads nothing.
 
-DuckDB is read through a connection the caller holds, or through a factory of short-lived
-connections (one per read: nothing stays open while the caller waits on an LLM). An embedded
+DuckDB is read through a connection the caller holds, or through a `TreeIndex` (the query
+engine's: versions and ownership paths kept in memory and re-read when the file changes, contents
+cached by version, so no connection stays open while a query waits on an LLM); each row it
+yields passes the same subtree filter. An embedded
 Chroma view made stale by another process's writes is reopened once and asked again; a Chroma
 that cannot be reached is `VectorIndexUnavailable`, naming what is down.
 """
@@ -24,8 +26,7 @@ that cannot be reached is `VectorIndexUnavailable`, naming what is down.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ import duckdb
 import numpy as np
 
 from hltm.query.scope import MEMORY_TABLE, Scope
+from hltm.query.snapshot import NODE_COLUMNS, NodeRow, TreeIndex
 from hltm.vectors import (
     VectorIndexUnavailable,
     VectorStore,
@@ -42,8 +44,6 @@ from hltm.vectors import (
     is_unreachable,
 )
 from hltm.warehouse import table_exists
-
-Connector = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
 KINDS = ("facet", "qa", "summary")
 COLLECTION_PREFIX = "mem"  # one collection per contract: collection_name("mem", contract_id)
@@ -94,26 +94,23 @@ class BoundaryStats:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-_NODE_COLUMNS = (
-    "node_id, level, contract_id, seat_id, project_id, label, version, facets, qa,"
-    " summary_long, summary_short"
-)
-
-
 class ScopedMemory:
     """Reads of the memory tree confined to one permitted subtree."""
 
     def __init__(
         self,
         scope: Scope,
-        con: duckdb.DuckDBPyConnection | Connector,
+        con: duckdb.DuckDBPyConnection | TreeIndex,
         vectors: VectorStore | None,
         levels: Sequence[str] | None = None,
+        wait_s: float | None = None,
     ) -> None:
-        """`con`: an open connection to the derived DuckDB file, or a factory of short-lived
-        ones (each read then opens and closes its own)."""
+        """`con`: an open connection to the derived DuckDB file, or a `TreeIndex` of it.
+        `wait_s`: how long a `TreeIndex` read waits for a file another process holds."""
         self.scope = scope
         self._con = con
+        self._wait_s = wait_s
+        self._rows: dict[str, NodeRow] = {}  # index rows admitted by this scope, by node id
         self.levels = tuple(levels) if levels else None
         self.stats = BoundaryStats()
         self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
@@ -136,13 +133,16 @@ class ScopedMemory:
         where = describe_index(self._vectors.settings)
         return VectorIndexUnavailable(f"{where} cannot be read: {str(err)[:300]}")
 
-    @contextmanager
-    def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        if isinstance(self._con, duckdb.DuckDBPyConnection):
-            yield self._con
-        else:
-            with self._con() as con:
-                yield con
+    def _admitted(self, index: TreeIndex, node_ids: Iterable[str]) -> dict[str, NodeRow]:
+        """The index rows of these nodes that lie inside the subtree (the SQL filter's twin)."""
+        rows = index.snapshot(self._wait_s).rows
+        out = {}
+        for node_id in set(node_ids):
+            row = rows.get(node_id)
+            if row is not None and self.scope.admits(row.contract_id, row.seat_id, row.project_id):
+                out[node_id] = row
+        self._rows.update(out)
+        return out
 
     @property
     def empty(self) -> bool:
@@ -243,26 +243,34 @@ class ScopedMemory:
         wanted = sorted(set(node_ids))
         if self.scope.empty or not wanted:
             return []
+        if isinstance(self._con, TreeIndex):
+            rows = [self._rows.get(n) for n in wanted]
+            known = {r.node_id: r for r in rows if r is not None}
+            known |= self._admitted(self._con, set(wanted) - known.keys())
+            return list(self._con.contents(known.values(), self._wait_s).values())
         predicate, params = self.scope.sql_predicate()
-        with self._reading() as con:
-            if not table_exists(con, MEMORY_TABLE):
-                return []
-            return con.execute(
-                f"SELECT {columns} FROM {MEMORY_TABLE}"
-                f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
-                [wanted, *params],
-            ).fetchall()
+        if not table_exists(self._con, MEMORY_TABLE):
+            return []
+        return self._con.execute(
+            f"SELECT {columns} FROM {MEMORY_TABLE}"
+            f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
+            [wanted, *params],
+        ).fetchall()
 
     def versions(self, node_ids: Iterable[str]) -> dict[str, str]:
         """Current versions of the given nodes that lie inside the subtree."""
-        out = {r[0]: r[1] for r in self._scoped_rows("node_id, version", node_ids)}
+        if isinstance(self._con, TreeIndex):
+            admitted = self._admitted(self._con, [] if self.scope.empty else node_ids)
+            out = {node_id: row.version for node_id, row in admitted.items()}
+        else:
+            out = {r[0]: r[1] for r in self._scoped_rows("node_id, version", node_ids)}
         self.stats.versions.update(out)
         return out
 
     def nodes(self, node_ids: Iterable[str]) -> dict[str, NodeView]:
         """Full memories of the given nodes that lie inside the subtree (others read as absent)."""
         out = {}
-        for row in self._scoped_rows(_NODE_COLUMNS, node_ids):
+        for row in self._scoped_rows(NODE_COLUMNS, node_ids):
             view = _view(row)
             if not self.scope.admits(view.contract_id, view.seat_id, view.project_id):
                 raise IsolationError(f"DuckDB returned {view.node_id} outside {self.scope}")
@@ -274,18 +282,25 @@ class ScopedMemory:
         """How many nodes the subtree holds (0: answer "no memory for this scope")."""
         if self.scope.empty:
             return 0
+        if isinstance(self._con, TreeIndex):
+            rows = self._con.snapshot(self._wait_s).rows.values()
+            return sum(
+                1
+                for r in rows
+                if self.scope.admits(r.contract_id, r.seat_id, r.project_id)
+                and self._level_ok(r.level)
+            )
         predicate, params = self.scope.sql_predicate()
         level_sql, level_params = "", []
         if self.levels is not None:
             level_sql = " AND level IN (SELECT unnest(?::VARCHAR[]))"
             level_params = [list(self.levels)]
-        with self._reading() as con:
-            if not table_exists(con, MEMORY_TABLE):
-                return 0
-            row = con.execute(
-                f"SELECT count(*) FROM {MEMORY_TABLE} WHERE {predicate}{level_sql}",
-                [*params, *level_params],
-            ).fetchone()
+        if not table_exists(self._con, MEMORY_TABLE):
+            return 0
+        row = self._con.execute(
+            f"SELECT count(*) FROM {MEMORY_TABLE} WHERE {predicate}{level_sql}",
+            [*params, *level_params],
+        ).fetchone()
         return int(row[0]) if row else 0
 
 

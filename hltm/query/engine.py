@@ -24,13 +24,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
-
-import duckdb
 
 from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
@@ -45,10 +41,17 @@ from hltm.query.retrieve import (
     build_context,
     retrieve,
 )
-from hltm.query.scope import Identity, Scope, narrow, resolve_scope
+from hltm.query.scope import (
+    Identity,
+    Scope,
+    narrow,
+    narrow_to,
+    resolve_scope,
+    scope_from_paths,
+)
+from hltm.query.snapshot import TreeIndex
 from hltm.settings import Settings
 from hltm.vectors import VectorStore
-from hltm.warehouse import connect
 
 logger = logging.getLogger(__name__)
 
@@ -200,19 +203,16 @@ class QueryEngine:
         self.db_wait_s = db_wait_s
         self.embed = QueryEmbeddings(self.embedder)
         self.query_log = QueryLogWriter(settings.derived_db)
+        self.tree = TreeIndex(settings.derived_db)
 
     def warm_up(self) -> None:
-        """Load the embedding model and token encoding now, not on the first request."""
+        """Load the embedding model, the token encoding and the tree's contents now, not on
+        the first request."""
         from hltm.tokens import encoding
 
         self.embed(["query warm-up"])
         encoding()
-
-    @contextmanager
-    def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection to the derived file, for reads only (held for milliseconds)."""
-        with connect(self.settings.derived_db, wait_s=self.db_wait_s) as con:
-            yield con
+        self.tree.prefetch(self.db_wait_s)
 
     # ---- scope -----------------------------------------------------------------------------
 
@@ -220,13 +220,20 @@ class QueryEngine:
         self, identity: Identity, within: Identity | None = None, con: Any = None
     ) -> Scope:
         """The scope of `identity`; with `within`, `identity` must lie inside `within`'s subtree
-        (a caller authenticated as `within` may narrow, never widen: `ScopeError` otherwise)."""
-        if con is None:
-            with self.reading() as own:
-                return self.scope_for(identity, within, own)
+        (a caller authenticated as `within` may narrow, never widen: `ScopeError` otherwise).
+        Without `con`, resolved on the engine's in-memory snapshot of the tree."""
+        if con is not None:
+            if within is None:
+                return resolve_scope(con, identity)
+            return narrow(con, resolve_scope(con, within), identity)
+        paths = self.tree.snapshot(self.db_wait_s).paths
+
+        def resolve(who: Identity) -> Scope:
+            return scope_from_paths(who, paths.get((f"{who.level}_id", who.id), ()))
+
         if within is None:
-            return resolve_scope(con, identity)
-        return narrow(con, resolve_scope(con, within), identity)
+            return resolve(identity)
+        return narrow_to(resolve(within), resolve(identity))
 
     # ---- the query -------------------------------------------------------------------------
 
@@ -247,15 +254,12 @@ class QueryEngine:
         started = time.perf_counter()
         llm = replace(self.llm, usage=LLMUsage())  # this query's own counters, same backend
         result = self._new_result(identity, question, channel)
-        with self.reading() as con:  # one short connection: the scope and "is there memory?"
-            scope = self.scope_for(identity, within, con)
-            # A resolved scope holds nodes by construction; only a depth filter can empty it.
-            empty = scope.empty or (
-                config.levels is not None
-                and ScopedMemory(scope, con, None, config.levels).node_count() == 0
-            )
-        # Later reads open their own short connections: none is held across the LLM calls.
-        memory = ScopedMemory(scope, self.reading, self.vectors, config.levels)
+        # Reads go through the in-memory tree index: a connection is opened only when the file
+        # changed, for milliseconds, and never held across the LLM calls.
+        scope = self.scope_for(identity, within)
+        memory = ScopedMemory(scope, self.tree, self.vectors, config.levels, self.db_wait_s)
+        # A resolved scope holds nodes by construction; only a depth filter can empty it.
+        empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
         scoped_s = time.perf_counter() - started
         if empty:
             self._no_memory(result, memory.scope)

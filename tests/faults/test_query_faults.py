@@ -40,6 +40,7 @@ from hltm.query.scope import Identity
 from hltm.settings import Settings
 from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.vectors import VectorIndexUnavailable
+from hltm.warehouse import connect
 from tests.query_support import BuiltWorld, built_world  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,18 @@ def _copy(world: BuiltWorld, tmp_path: Path) -> Settings:
         shutil.copy2(src / name, data / name)
     shutil.copytree(src / "chroma", data / "chroma")
     return replace(world.settings, data_dir=data)
+
+
+def _other_process(code: str, *args: str) -> subprocess.Popen[str]:
+    """A second Python process running `code`, talking over stdin / stdout lines."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process
 
 
 def _in_other_process(code: str, *args: str, timeout: float = 120) -> str:
@@ -78,14 +91,17 @@ _HOLD_DB = """
     sys.stdin.read()
 """
 
-# Writes to the DuckDB file at once, with no retry: fails on "Could not set lock" if it is held.
-_WRITE_NOW = """
+# On a line from stdin, writes to the DuckDB file at once, with no retry: it fails on "Could not
+# set lock" if the file is held.
+_WRITE_ON_CUE = """
     import sys, duckdb
+    print("ready", flush=True)
+    sys.stdin.readline()
     con = duckdb.connect(sys.argv[1])
     con.execute("CREATE TABLE IF NOT EXISTS rebuild_probe (n INTEGER)")
     con.execute("INSERT INTO rebuild_probe VALUES (1)")
     con.close()
-    print("written")
+    print("written", flush=True)
 """
 
 
@@ -116,12 +132,18 @@ def test_a_slow_llm_query_holds_no_db_lock_and_tenants_overlap(
     def ask(seat: str) -> None:
         results[seat] = engine.ask(Identity("seat", seat), "Where do I usually hire?", log=True)
 
+    writer = _other_process(_WRITE_ON_CUE, str(built_world.settings.derived_db))
+    assert writer.stdout is not None and writer.stdin is not None
+    assert writer.stdout.readline().strip() == "ready"
     started = time.perf_counter()
     threads = [threading.Thread(target=ask, args=(s,)) for s in (seat_a, seat_b)]
     for thread in threads:
         thread.start()
     time.sleep(SLOW_S / 2)  # both queries are now inside their first (slow) LLM call
-    assert _in_other_process(_WRITE_NOW, str(built_world.settings.derived_db)).strip() == "written"
+    writer.stdin.write("go\n")
+    writer.stdin.flush()
+    assert writer.stdout.readline().strip() == "written"
+    assert writer.wait(timeout=30) == 0
     for thread in threads:
         thread.join(timeout=60)
     wall = time.perf_counter() - started
@@ -173,12 +195,7 @@ def test_healthz_and_ask_while_another_process_holds_the_db(
     base, settings = served
     _, token = create_token(settings.derived_db, Identity("seat", built_world.seats()[0]))
     body = {"question": "Where do I usually hire?"}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_HOLD_DB), str(settings.derived_db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = _other_process(_HOLD_DB, str(settings.derived_db))
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         pending: dict[str, httpx.Response] = {}
@@ -271,7 +288,7 @@ def test_a_stale_embedded_chroma_client_is_reopened(
     after = engine.ask(Identity("project", pid), "What is this role about?")
     assert after.retrieved["summary"] == [f"project:{pid}"]
     assert engine.vectors.generation > 0  # the stale view was detected and reopened
-    with engine.reading() as con:
+    with connect(settings.derived_db) as con:
         (stored,) = con.execute(
             "SELECT version FROM memory_nodes WHERE node_id = ?", [f"project:{pid}"]
         ).fetchone()
