@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hltm.query.scope import MEMORY_TABLE, Identity
+from hltm.query.snapshot import FileToken, file_token
 from hltm.warehouse import connect, table_exists
 
 TOKENS_TABLE = "api_tokens"
@@ -112,6 +114,37 @@ def identity_for_token(
     if not row or not hmac.compare_digest(row[0], digest):
         return None
     return Identity(row[1], row[2])
+
+
+class TokenCache:
+    """Active tokens already looked up, forgotten whenever the tokens' file changes (a create or
+    revoke in any process writes it), so a revoked token is refused from its next request on."""
+
+    def __init__(self, db: Path | str, max_entries: int = 10_000) -> None:
+        self.db = Path(db)
+        self.max_entries = max_entries
+        self._known: dict[str, Identity] = {}
+        self._token: FileToken | None = None
+        self._lock = threading.Lock()
+
+    def identity(self, token: str | None, wait_s: float | None = None) -> Identity | None:
+        if not token:
+            return None
+        digest = _digest(token)
+        seen = file_token(self.db)
+        with self._lock:
+            if seen != self._token:
+                self._known.clear()
+                self._token = seen
+            if digest in self._known:
+                return self._known[digest]
+        identity = identity_for_token(self.db, token, wait_s)
+        with self._lock:
+            if identity is not None and self._token == seen:
+                if len(self._known) >= self.max_entries:
+                    self._known.clear()
+                self._known[digest] = identity
+        return identity
 
 
 def list_tokens(db: Path | str) -> list[TokenInfo]:

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from hltm.llm import LLMError
-from hltm.query.access import identity_for_token
+from hltm.query.access import TokenCache
 from hltm.query.boundary import IsolationError
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity, ScopeError
@@ -56,6 +56,7 @@ class ServeLimits:
     concurrency: int = 8  # queries running at once (threads; more only help a slow LLM)
     queue: int = 64  # queries waiting for a slot before new ones are refused
     db_wait_s: float = 2.0  # how long a request waits for a DuckDB file another process holds
+    log_flush_s: float = 1.0  # `serve` inserts query-log rows in the background this often
 
 
 class Busy(Exception):
@@ -128,6 +129,7 @@ def create_app(
     if engine.db_wait_s is None:
         engine.db_wait_s = limits.db_wait_s
     slots = anyio.CapacityLimiter(limits.concurrency)
+    tokens = TokenCache(tokens_db)
 
     async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking work in a worker thread, or raise `Busy` when the queue is full."""
@@ -139,7 +141,7 @@ def create_app(
         token = _bearer(request)
         if token is None:
             return _error(401, "missing bearer token", **{"WWW-Authenticate": "Bearer"})
-        identity = await in_thread(identity_for_token, tokens_db, token, wait_s=limits.db_wait_s)
+        identity = await in_thread(tokens.identity, token, wait_s=limits.db_wait_s)
         if identity is None:
             return _error(
                 401,
@@ -225,4 +227,9 @@ def serve(
 ) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(engine, limits=limits), host=host, port=port, log_level="info")
+    limits = limits or ServeLimits()
+    engine.query_log.start_flushing(limits.log_flush_s)
+    try:
+        uvicorn.run(create_app(engine, limits=limits), host=host, port=port, log_level="info")
+    finally:
+        engine.query_log.stop_flushing(limits.db_wait_s)
