@@ -89,17 +89,25 @@ def ensure_1k(root: Path) -> Path:
     return data
 
 
+def _scaled_dir(root: Path, name: str) -> tuple[Path, bool]:
+    """The data dir of a scaled tree, and whether it is already built (else emptied)."""
+    data = root / name
+    if (data / "scaled.ok").exists():
+        return data, True
+    if data.exists():
+        shutil.rmtree(data)
+    return data, False
+
+
 def ensure_10k(root: Path, source: Path) -> Path:
     """Copy the 1k data dir and clone every seat (with its projects) CLONES times."""
     from hltm.embeddings import make_embedder
     from hltm.memory.store import MemoryStore, read_nodes
     from hltm.vectors import VectorStore
 
-    data = root / "10k"
-    if (data / "scaled.ok").exists():
+    data, built = _scaled_dir(root, "10k")
+    if built:
         return data
-    if data.exists():
-        shutil.rmtree(data)
     log("scaling the 1k tree to 10k projects (synthetic clones of every seat) …")
     started = time.perf_counter()
     shutil.copytree(source, data, ignore=shutil.ignore_patterns("world"))
@@ -148,11 +156,9 @@ def ensure_10k(root: Path, source: Path) -> Path:
 
 def ensure_100k(root: Path, source: Path) -> Path:
     """Copy the 10k data dir and clone its seat and project rows ROW_CLONES times, in DuckDB."""
-    data = root / "100k"
-    if (data / "scaled.ok").exists():
+    data, built = _scaled_dir(root, "100k")
+    if built:
         return data
-    if data.exists():
-        shutil.rmtree(data)
     log("scaling the 10k tree to 100k projects (memory_nodes rows only) …")
     shutil.copytree(source, data)
     (data / "scaled.ok").unlink()
