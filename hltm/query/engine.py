@@ -13,9 +13,10 @@ dropped and counted, never passed on; an answer left with no valid citation is f
 subtree filter is applied in the stores, the prompt is never relied on for it.
 
 Concurrency: queries run in parallel (no engine-wide lock; each has its own LLM usage counters).
-The derived DuckDB file has one writer process at a time, so a query holds a connection only for
-its reads (scope, versions, nodes) and for the query-log insert, never while it waits on the LLM
-or on Chroma; a file another process keeps locked longer than `db_wait_s` is `DatabaseBusy`.
+The derived DuckDB file has one writer process at a time, so a query never holds a connection
+while it waits on the LLM or on Chroma: it reads the tree through `TreeIndex` (re-read, for
+milliseconds, only when the file changed) and opens one short connection for the query-log
+insert; a file another process keeps locked longer than `db_wait_s` is `DatabaseBusy`.
 """
 
 from __future__ import annotations
