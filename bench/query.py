@@ -1,6 +1,6 @@
-"""bench/query: query latency and cost at 1,000 and 10,000 projects, beside full context.
+"""bench/query: query latency and cost at 1,000, 10,000 and 100,000 projects, beside full context.
 
-    python bench/query.py [--root DIR] [--queries N] [--skip-10k]
+    python bench/query.py [--root DIR] [--queries N] [--scales 1000,10000,100000]
 
 * **1,000 projects**: the generator's `bench` world (10 contracts × 10 seats × 10 projects),
   ingested and built by the real memory builder (offline backend) — built once under
@@ -11,6 +11,11 @@
   giving 10 contracts × 100 seats × 10 projects = 10,000 projects and ~10× the vector items in
   each contract's collection. The contract nodes are not rebuilt over the clones. Full context
   at 10k is measured the same way, on the raw texts of the projects each clone copies.
+* **100,000 projects**: SYNTHETIC and PARTIAL. Writing 10× more vector items again is hours on
+  this machine, so the 10k tree's `memory_nodes` rows are cloned 9 more times in DuckDB only
+  (100 clones of every seat, ~111k nodes): what grows is the tree the query path resolves scopes,
+  versions and contents in; the askers are the 10k tree's identities, whose contracts'
+  collections hold the 10k items. Chroma at 100k items per contract is NOT measured here.
 
 For each scale the same mix of identities (every contract, sampled seats and projects) asks
 summary and retrieval questions. Reported per system: p50 / p95 latency EXCLUDING time inside
@@ -48,6 +53,7 @@ from hltm.settings import Settings  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
 
 CLONES = 9  # extra copies of every seat for the 10k scale
+ROW_CLONES = 9  # further copies of the 10k tree's seat and project rows for the 100k scale
 CONTEXT_WINDOW = 128_000  # gpt-4o-mini's; full-context prompts above it cannot be sent at all
 
 
@@ -83,17 +89,25 @@ def ensure_1k(root: Path) -> Path:
     return data
 
 
+def _scaled_dir(root: Path, name: str) -> tuple[Path, bool]:
+    """The data dir of a scaled tree, and whether it is already built (else emptied)."""
+    data = root / name
+    if (data / "scaled.ok").exists():
+        return data, True
+    if data.exists():
+        shutil.rmtree(data)
+    return data, False
+
+
 def ensure_10k(root: Path, source: Path) -> Path:
     """Copy the 1k data dir and clone every seat (with its projects) CLONES times."""
     from hltm.embeddings import make_embedder
     from hltm.memory.store import MemoryStore, read_nodes
     from hltm.vectors import VectorStore
 
-    data = root / "10k"
-    if (data / "scaled.ok").exists():
+    data, built = _scaled_dir(root, "10k")
+    if built:
         return data
-    if data.exists():
-        shutil.rmtree(data)
     log("scaling the 1k tree to 10k projects (synthetic clones of every seat) …")
     started = time.perf_counter()
     shutil.copytree(source, data, ignore=shutil.ignore_patterns("world"))
@@ -137,6 +151,36 @@ def ensure_10k(root: Path, source: Path) -> Path:
         written += len(batch)
     (data / "scaled.ok").write_text(json.dumps({"cloned_nodes": written}))
     log(f"10k tree: {written} cloned nodes written in {time.perf_counter() - started:.0f}s")
+    return data
+
+
+def ensure_100k(root: Path, source: Path) -> Path:
+    """Copy the 10k data dir and clone its seat and project rows ROW_CLONES times, in DuckDB."""
+    data, built = _scaled_dir(root, "100k")
+    if built:
+        return data
+    log("scaling the 10k tree to 100k projects (memory_nodes rows only) …")
+    shutil.copytree(source, data)
+    (data / "scaled.ok").unlink()
+    settings = _settings(data)
+    with connect(settings.derived_db) as con:
+        con.execute(
+            "INSERT INTO memory_nodes SELECT"
+            " CASE WHEN level = 'project' THEN 'project:' || project_id || 'y' || k"
+            "      ELSE 'seat:' || seat_id || 'y' || k END,"
+            " level, contract_id, seat_id || 'y' || k,"
+            " CASE WHEN level = 'project' THEN project_id || 'y' || k END,"
+            " CASE WHEN level = 'project' THEN 'seat:' || seat_id || 'y' || k ELSE parent_id END,"
+            " label, version, facets, qa, summary_long, summary_short, children, item_count,"
+            " built_at"
+            " FROM memory_nodes, range(1, ?) AS r(k) WHERE level IN ('seat', 'project')",
+            [ROW_CLONES + 1],
+        )
+        (count,) = con.execute(
+            "SELECT count(*) FROM memory_nodes WHERE level = 'project'"
+        ).fetchone()
+    (data / "scaled.ok").write_text(json.dumps({"projects": count}))
+    log(f"100k tree: {count} project nodes")
     return data
 
 
@@ -314,21 +358,38 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=Path("data/bench-query"))
     parser.add_argument("--queries", type=int, default=80)
-    parser.add_argument("--skip-10k", action="store_true")
+    parser.add_argument(
+        "--scales", default="1000,10000,100000", help="Comma-separated: 1000, 10000, 100000."
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    scales = {int(x) for x in args.scales.split(",") if x.strip()}
     root = args.root.resolve()
     one_k = ensure_1k(root)
     gt = json.loads((one_k / "world" / "ground_truth.json").read_text(encoding="utf-8"))
     corpus = RawCorpus.load(_settings(one_k).sources_db)
-    rows = run_scale("1,000", one_k, corpus, gt, args.queries, 1)
-    if not args.skip_10k:
+    rows = []
+    if 1000 in scales:
+        rows += run_scale("1,000", one_k, corpus, gt, args.queries, 1)
+    if scales & {10_000, 100_000}:
         ten_k = ensure_10k(root, one_k)
-        rows += run_scale("10,000", ten_k, scaled_corpus(corpus, CLONES), gt, args.queries, 10)
+        big = scaled_corpus(corpus, CLONES)
+        if 10_000 in scales:
+            rows += run_scale("10,000", ten_k, big, gt, args.queries, 10)
+        if 100_000 in scales:
+            rows += run_scale("100,000", ensure_100k(root, ten_k), big, gt, args.queries, 10)
     print()
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    headline = {}
+    for r in rows:
+        if r["system"] == "HLTM":
+            scale = r["scale"].replace(",", "")
+            headline[f"p50_ms_{scale}"] = round(r["p50_ms"], 1)
+            headline[f"p95_ms_{scale}"] = round(r["p95_ms"], 1)
+            headline[f"cpu_p95_ms_{scale}"] = round(r["cpu_p95_ms"], 1)
+    print(json.dumps(headline))
 
 
 if __name__ == "__main__":

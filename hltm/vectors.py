@@ -3,12 +3,19 @@
 We always hand Chroma our own vectors and our own embedding function: Chroma's default downloads
 a model at run time, which fails offline and would silently use a different model from ours.
 Collections use cosine space; vectors are normalised, so distance = 1 - cosine.
+
+The embedded client never sees another process's writes: its in-memory HNSW index stays as it
+was loaded, so a filtered query whose ids were added elsewhere fails with "Error finding id".
+`VectorStore.reopen()` drops this process's client and loads the index anew from disk; the query
+path calls it on that error and asks again (see `is_stale_view`). A Chroma server that cannot be
+reached is a `VectorIndexUnavailable` naming the host, never a bare traceback.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from functools import cache
 from typing import Any
 
@@ -23,6 +30,33 @@ from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.settings import Settings
 
 _NAME_OK = re.compile(r"[^a-zA-Z0-9._-]")
+_REOPEN_LOCK = threading.Lock()
+_generation = 0  # how many times this process reopened its embedded client
+
+
+class VectorIndexUnavailable(RuntimeError):
+    """The vector index cannot be used: the Chroma server is down, or the embedded index is
+    unreadable even after reopening it."""
+
+
+def is_stale_view(err: Exception) -> bool:
+    """An embedded client's in-memory index lags behind what another process wrote."""
+    return "error finding id" in str(err).lower()
+
+
+def is_unreachable(err: Exception) -> bool:
+    """A Chroma server that is down or refuses connections (httpx's and the OS's errors)."""
+    import httpx
+
+    return isinstance(err, httpx.TransportError | ConnectionError) or (
+        "could not connect" in str(err).lower()
+    )
+
+
+def describe_index(settings: Settings) -> str:
+    if settings.chroma_host:
+        return f"the Chroma server at {settings.chroma_host}:{settings.chroma_port}"
+    return f"the embedded Chroma index at {settings.chroma_path}"
 
 
 @register_embedding_function
@@ -80,12 +114,47 @@ def _client(settings: Settings) -> ClientAPI:
     return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
 
 
+def _connected_client(settings: Settings) -> ClientAPI:
+    try:
+        return _client(settings)
+    except Exception as err:  # chromadb's HttpClient: "Could not connect to a Chroma server"
+        if is_unreachable(err):
+            raise VectorIndexUnavailable(f"{describe_index(settings)} is not reachable") from err
+        raise
+
+
 class VectorStore:
-    """One client, collections created on demand with our embedding function and cosine space."""
+    """The process's client, collections created on demand with our embedding function and
+    cosine space."""
 
     def __init__(self, settings: Settings, embedder: CachedEmbedder) -> None:
-        self.client = _client(settings)
+        self.settings = settings
         self.embedding_function = HltmEmbeddingFunction(embedder)
+        _connected_client(settings)
+
+    @property
+    def client(self) -> ClientAPI:
+        return _connected_client(self.settings)
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every reopen, so concurrent readers that saw one failure reopen once."""
+        return _generation
+
+    def reopen(self, seen_generation: int) -> None:
+        """Reload the embedded index from disk (after another process wrote to it), unless a
+        concurrent reader already did since `seen_generation`. A server client is left alone."""
+        if self.settings.chroma_host:
+            return
+        global _generation
+        with _REOPEN_LOCK:
+            if _generation != seen_generation:
+                return
+            old = _client(self.settings)
+            _client.cache_clear()
+            old.close()  # stops the shared system, so the next client loads the files anew
+            _client(self.settings)
+            _generation += 1
 
     def collection(self, name: str) -> Collection:
         return self.client.get_or_create_collection(

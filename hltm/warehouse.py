@@ -1,7 +1,9 @@
 """DuckDB files: one for the sources users ingest, one for everything derived from them.
 
 A DuckDB file has one writer process at a time, so connections are short-lived and a busy file
-is retried briefly instead of failing the first time a sensor and a run meet.
+is retried briefly instead of failing the first time a sensor and a run meet. A caller that must
+answer within a bounded time (the query path) passes `wait_s` and gets `DatabaseBusy` when the
+file stays locked that long.
 """
 
 from __future__ import annotations
@@ -17,22 +19,53 @@ _LOCK_RETRIES = 20
 _LOCK_WAIT_S = 0.25
 
 
+class DatabaseBusy(RuntimeError):
+    """Another process holds the DuckDB file (its single-writer lock) longer than we may wait."""
+
+    def __init__(self, path: Path, waited_s: float) -> None:
+        super().__init__(f"{path} is locked by another process (waited {waited_s:.1f} s)")
+        self.path = path
+        self.waited_s = waited_s
+
+
+def _is_lock_error(err: duckdb.IOException) -> bool:
+    return "lock" in str(err).lower()
+
+
+def _open(path: Path, read_only: bool, wait_s: float | None) -> duckdb.DuckDBPyConnection:
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as err:
+            if not _is_lock_error(err):
+                raise
+            waited = time.monotonic() - started
+            if wait_s is None:
+                if attempt == _LOCK_RETRIES - 1:
+                    raise
+                pause = _LOCK_WAIT_S * (attempt + 1)
+            else:
+                if waited >= wait_s:
+                    raise DatabaseBusy(path, waited) from err
+                pause = min(0.05 * (attempt + 1), wait_s - waited)
+        time.sleep(pause)
+        attempt += 1
+
+
 @contextmanager
-def connect(path: Path | str, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(
+    path: Path | str, read_only: bool = False, wait_s: float | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived connection; a locked file is retried (about 50 s in all, or `wait_s`)."""
     path = Path(path)
     if read_only and not path.exists():
         raise FileNotFoundError(
             f"{path} does not exist yet: ingest sources first (`hltm ingest` or `hltm demo`)"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(_LOCK_RETRIES):
-        try:
-            con = duckdb.connect(str(path), read_only=read_only)
-            break
-        except duckdb.IOException as err:
-            if "lock" not in str(err).lower() or attempt == _LOCK_RETRIES - 1:
-                raise
-            time.sleep(_LOCK_WAIT_S * (attempt + 1))
+    con = _open(path, read_only, wait_s)
     try:
         yield con
     finally:

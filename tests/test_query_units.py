@@ -207,3 +207,41 @@ def test_only_the_boundary_reads_memory_content():
         assert ".query(query_embeddings" not in source, path.name
         for match in re.finditer(r"SELECT(.*?)FROM \{MEMORY_TABLE\}", source, re.S):
             assert not content.search(match.group(1)), f"{path.name} reads memory content"
+
+
+def test_tree_index_and_token_cache_follow_every_write_to_the_file(tmp_path):  # type: ignore[no-untyped-def]
+    from hltm.query.access import TokenCache, create_token, revoke_token
+    from hltm.query.snapshot import TreeIndex
+    from hltm.warehouse import connect
+
+    db = tmp_path / "derived.duckdb"
+    index = TreeIndex(db)
+    assert index.snapshot().rows == {}  # no file yet: an empty tree, nothing opened
+    with connect(db) as con:
+        con.execute(
+            "CREATE TABLE memory_nodes (node_id VARCHAR PRIMARY KEY, level VARCHAR,"
+            " contract_id VARCHAR, seat_id VARCHAR, project_id VARCHAR, label VARCHAR,"
+            " version VARCHAR, facets VARCHAR, qa VARCHAR, summary_long VARCHAR,"
+            " summary_short VARCHAR)"
+        )
+        con.execute("INSERT INTO memory_nodes VALUES ('seat:s1', 'seat', 'c1', 's1', '',"
+                    " 'S1', 'v1', '[]', '[]', 'long', 'short')")  # fmt: skip
+    first = index.snapshot()
+    assert first.rows["seat:s1"].version == "v1" and first.paths[("seat_id", "s1")]
+    assert index.snapshot() is first and index.reloads == 2  # unchanged file: not re-read
+    (row,) = index.contents([first.rows["seat:s1"]]).values()
+    assert row[6] == "v1" and row[9] == "long"
+    with connect(db) as con:
+        con.execute("UPDATE memory_nodes SET version = 'v2', summary_long = 'new'")
+    second = index.snapshot()
+    assert second.rows["seat:s1"].version == "v2"
+    # A version names one content: v1's stays v1's; the current snapshot names v2.
+    assert index.contents([first.rows["seat:s1"]])["seat:s1"][9] == "long"
+    assert index.contents([second.rows["seat:s1"]])["seat:s1"][9] == "new"
+
+    tokens = TokenCache(db)
+    token_id, token = create_token(db, Identity("seat", "s1"))
+    assert tokens.identity(token) == Identity("seat", "s1")
+    assert tokens.identity(token) == Identity("seat", "s1")  # served from the cache
+    revoke_token(db, token_id)  # a write to the file: the cache forgets
+    assert tokens.identity(token) is None

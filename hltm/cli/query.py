@@ -48,25 +48,29 @@ def ask(
     k_qa: int | None,
     k_summary: int | None,
 ) -> None:
-    """Answer QUESTION from the memory the given identity may read, with citations."""
+    """Answer QUESTION from the memory the given identity may read, with citations.
+
+    Exit status 3 when the answer is unsupported (every citation it gave was invalid)."""
     from dataclasses import replace
 
     from hltm.llm import LLMError
     from hltm.query.demo import format_result
     from hltm.query.engine import QueryEngine
     from hltm.query.scope import ScopeError
+    from hltm.vectors import VectorIndexUnavailable
+    from hltm.warehouse import DatabaseBusy
 
     identity = _identity(contract, seat, project)
-    engine = QueryEngine(settings())
     overrides = {
         k: v
         for k, v in (("k_facet", k_facet), ("k_qa", k_qa), ("k_summary", k_summary))
         if v is not None
     }
-    config = replace(engine.config, **overrides)
     try:
+        engine = QueryEngine(settings())
+        config = replace(engine.config, **overrides)
         result = engine.ask(identity, question, config=config, channel="cli")
-    except (ScopeError, LLMError, ValueError) as err:
+    except (ScopeError, LLMError, ValueError, DatabaseBusy, VectorIndexUnavailable) as err:
         fail(str(err))
         return
     if as_json:
@@ -77,20 +81,34 @@ def ask(
         click.echo(format_result(result))
         if with_context:
             click.echo(json.dumps(result.context, ensure_ascii=False, indent=2))
+    if result.unsupported:
+        click.echo(f"warning: {result.warning}", err=True)
+        raise SystemExit(3)
 
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8765, show_default=True, type=int)
-def serve(host: str, port: int) -> None:
+@click.option("--concurrency", default=8, show_default=True, help="Queries run at once.")
+@click.option("--queue", default=64, show_default=True, help="Queries waiting before 503.")
+@click.option(
+    "--db-wait", default=2.0, show_default=True, help="Seconds to wait for a locked DB (then 503)."
+)
+def serve(host: str, port: int, concurrency: int, queue: int, db_wait: float) -> None:
     """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
     from hltm.query.engine import QueryEngine
+    from hltm.query.http import ServeLimits
     from hltm.query.http import serve as run
+    from hltm.vectors import VectorIndexUnavailable
 
-    engine = QueryEngine(settings())
+    try:
+        engine = QueryEngine(settings(), db_wait_s=db_wait)
+    except VectorIndexUnavailable as err:
+        fail(str(err))
+        return
     engine.warm_up()
     click.echo(f"query endpoint on http://{host}:{port}/v1/ask (Ctrl-C to stop)")
-    run(engine, host=host, port=port)
+    run(engine, host=host, port=port, limits=ServeLimits(concurrency, queue, db_wait))
 
 
 @click.group()

@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hltm.query.scope import MEMORY_TABLE, Identity
+from hltm.query.snapshot import FileToken, file_token
 from hltm.warehouse import connect, table_exists
 
 TOKENS_TABLE = "api_tokens"
@@ -93,12 +95,15 @@ def create_token(db: Path | str, identity: Identity, label: str = "") -> tuple[s
     return token_id, token
 
 
-def identity_for_token(db: Path | str, token: str | None) -> Identity | None:
-    """The identity of an active token, or None (unknown, revoked, malformed or missing)."""
+def identity_for_token(
+    db: Path | str, token: str | None, wait_s: float | None = None
+) -> Identity | None:
+    """The identity of an active token, or None (unknown, revoked, malformed or missing).
+    `wait_s` bounds the wait for a file another process holds (`DatabaseBusy` past it)."""
     if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     digest = _digest(token)
-    with connect(db) as con:
+    with connect(db, wait_s=wait_s) as con:
         if not table_exists(con, TOKENS_TABLE):
             return None
         row = con.execute(
@@ -109,6 +114,37 @@ def identity_for_token(db: Path | str, token: str | None) -> Identity | None:
     if not row or not hmac.compare_digest(row[0], digest):
         return None
     return Identity(row[1], row[2])
+
+
+class TokenCache:
+    """Active tokens already looked up, forgotten whenever the tokens' file changes (a create or
+    revoke in any process writes it), so a revoked token is refused from its next request on."""
+
+    def __init__(self, db: Path | str, max_entries: int = 10_000) -> None:
+        self.db = Path(db)
+        self.max_entries = max_entries
+        self._known: dict[str, Identity] = {}
+        self._token: FileToken | None = None
+        self._lock = threading.Lock()
+
+    def identity(self, token: str | None, wait_s: float | None = None) -> Identity | None:
+        if not token:
+            return None
+        digest = _digest(token)
+        seen = file_token(self.db)
+        with self._lock:
+            if seen != self._token:
+                self._known.clear()
+                self._token = seen
+            if digest in self._known:
+                return self._known[digest]
+        identity = identity_for_token(self.db, token, wait_s)
+        with self._lock:
+            if identity is not None and self._token == seen:
+                if len(self._known) >= self.max_entries:
+                    self._known.clear()
+                self._known[digest] = identity
+        return identity
 
 
 def list_tokens(db: Path | str) -> list[TokenInfo]:

@@ -112,6 +112,11 @@ class AskResponse(BaseModel):
     dropped_citations: list[str] = Field(description="Cited ids absent from the context.")
     sources: list[str] = Field(description="Source document ids behind the cited QA pairs.")
     no_memory: bool
+    status: Literal["answered", "no_memory", "unsupported"] = Field(
+        description="unsupported: every citation named a node outside the context."
+    )
+    unsupported: bool = Field(description="Nothing in the context backs the answer.")
+    warning: str | None = Field(None, description="Why the answer must not be passed on as fact.")
     retrieved: dict[str, list[str]] = Field(description="Node ids per retriever.")
     cost: QueryCostOut
     context: dict[str, list[dict[str, Any]]] | None = Field(

@@ -14,6 +14,13 @@ subtree filter:
   absent.
 
 There is no unfiltered method, and an empty scope reads nothing.
+
+DuckDB is read through a connection the caller holds, or through a `TreeIndex` (the query
+engine's: versions and ownership paths kept in memory and re-read when the file changes, contents
+cached by version, so no connection stays open while a query waits on an LLM); each row it
+yields passes the same subtree filter. An embedded
+Chroma view made stale by another process's writes is reopened once and asked again; a Chroma
+that cannot be reached is `VectorIndexUnavailable`, naming what is down.
 """
 
 from __future__ import annotations
@@ -27,7 +34,15 @@ import duckdb
 import numpy as np
 
 from hltm.query.scope import MEMORY_TABLE, Scope
-from hltm.vectors import VectorStore, collection_name
+from hltm.query.snapshot import NODE_COLUMNS, NodeRow, TreeIndex
+from hltm.vectors import (
+    VectorIndexUnavailable,
+    VectorStore,
+    collection_name,
+    describe_index,
+    is_stale_view,
+    is_unreachable,
+)
 from hltm.warehouse import table_exists
 
 KINDS = ("facet", "qa", "summary")
@@ -79,32 +94,55 @@ class BoundaryStats:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-_NODE_COLUMNS = (
-    "node_id, level, contract_id, seat_id, project_id, label, version, facets, qa,"
-    " summary_long, summary_short"
-)
-
-
 class ScopedMemory:
     """Reads of the memory tree confined to one permitted subtree."""
 
     def __init__(
         self,
         scope: Scope,
-        con: duckdb.DuckDBPyConnection,
+        con: duckdb.DuckDBPyConnection | TreeIndex,
         vectors: VectorStore | None,
         levels: Sequence[str] | None = None,
+        wait_s: float | None = None,
     ) -> None:
-        """`con`: an open connection to the derived DuckDB file, held for one query."""
+        """`con`: an open connection to the derived DuckDB file, or a `TreeIndex` of it.
+        `wait_s`: how long a `TreeIndex` read waits for a file another process holds."""
         self.scope = scope
-        self.con = con
+        self._con = con
+        self._wait_s = wait_s
+        self._rows: dict[str, NodeRow] = {}  # index rows admitted by this scope, by node id
         self.levels = tuple(levels) if levels else None
         self.stats = BoundaryStats()
         self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
-        self._has_table = table_exists(con, MEMORY_TABLE)
+        self._vectors = vectors
         self._collection = None
         if not scope.empty and vectors is not None and scope.contract_id is not None:
-            self._collection = vectors.existing(memory_collection(scope.contract_id))
+            self._collection = self._open_collection()
+
+    def _open_collection(self):  # type: ignore[no-untyped-def]
+        assert self._vectors is not None and self.scope.contract_id is not None
+        try:
+            return self._vectors.existing(memory_collection(self.scope.contract_id))
+        except Exception as err:
+            if is_unreachable(err):
+                raise self._unavailable(err) from err
+            raise
+
+    def _unavailable(self, err: Exception) -> VectorIndexUnavailable:
+        assert self._vectors is not None
+        where = describe_index(self._vectors.settings)
+        return VectorIndexUnavailable(f"{where} cannot be read: {str(err)[:300]}")
+
+    def _admitted(self, index: TreeIndex, node_ids: Iterable[str]) -> dict[str, NodeRow]:
+        """The index rows of these nodes that lie inside the subtree (the SQL filter's twin)."""
+        rows = index.snapshot(self._wait_s).rows
+        out = {}
+        for node_id in set(node_ids):
+            row = rows.get(node_id)
+            if row is not None and self.scope.admits(row.contract_id, row.seat_id, row.project_id):
+                out[node_id] = row
+        self._rows.update(out)
+        return out
 
     @property
     def empty(self) -> bool:
@@ -133,13 +171,7 @@ class ScopedMemory:
             extra["kind"] = kind
         if self.levels is not None:
             extra["level"] = list(self.levels)
-        where = self.scope.chroma_where(**extra)
-        result = self._collection.query(
-            query_embeddings=queries,
-            n_results=n,
-            where=where,
-            include=["metadatas", "distances"],
-        )
+        result = self._query(queries, n, self.scope.chroma_where(**extra))
         self.stats.chroma_queries += 1
         raw: list[list[tuple[dict[str, Any], float]]] = []
         for metas, dists in zip(result["metadatas"] or [], result["distances"] or [], strict=True):
@@ -180,15 +212,46 @@ class ScopedMemory:
             hits.append(kept)
         return hits
 
+    def _query(self, queries: np.ndarray, n: int, where: dict[str, Any]) -> Any:
+        """One filtered nearest-neighbour call; a stale embedded view is reopened once."""
+        assert self._vectors is not None and self._collection is not None
+        for attempt in (0, 1):
+            generation = self._vectors.generation
+            try:
+                return self._collection.query(
+                    query_embeddings=queries,
+                    n_results=n,
+                    where=where,
+                    include=["metadatas", "distances"],
+                )
+            except Exception as err:  # chromadb raises its own and httpx's errors
+                if attempt == 0 and is_stale_view(err):
+                    self._vectors.reopen(generation)
+                    self._collection = self._open_collection()
+                    if self._collection is None:  # dropped meanwhile by the writer
+                        return {"metadatas": [[]] * len(queries), "distances": [[]] * len(queries)}
+                    continue
+                if is_stale_view(err) or is_unreachable(err):
+                    raise self._unavailable(err) from err
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     # ---- fetch by id -----------------------------------------------------------------------
 
     def _scoped_rows(self, columns: str, node_ids: Iterable[str]) -> list[tuple]:
         """The one fetch by id: rows of the given nodes, filtered to the subtree in SQL."""
         wanted = sorted(set(node_ids))
-        if self.scope.empty or not wanted or not self._has_table:
+        if self.scope.empty or not wanted:
             return []
+        if isinstance(self._con, TreeIndex):
+            rows = [self._rows.get(n) for n in wanted]
+            known = {r.node_id: r for r in rows if r is not None}
+            known |= self._admitted(self._con, set(wanted) - known.keys())
+            return list(self._con.contents(known.values(), self._wait_s).values())
         predicate, params = self.scope.sql_predicate()
-        return self.con.execute(
+        if not table_exists(self._con, MEMORY_TABLE):
+            return []
+        return self._con.execute(
             f"SELECT {columns} FROM {MEMORY_TABLE}"
             f" WHERE node_id IN (SELECT unnest(?::VARCHAR[])) AND {predicate}",
             [wanted, *params],
@@ -196,14 +259,18 @@ class ScopedMemory:
 
     def versions(self, node_ids: Iterable[str]) -> dict[str, str]:
         """Current versions of the given nodes that lie inside the subtree."""
-        out = {r[0]: r[1] for r in self._scoped_rows("node_id, version", node_ids)}
+        if isinstance(self._con, TreeIndex):
+            admitted = self._admitted(self._con, [] if self.scope.empty else node_ids)
+            out = {node_id: row.version for node_id, row in admitted.items()}
+        else:
+            out = {r[0]: r[1] for r in self._scoped_rows("node_id, version", node_ids)}
         self.stats.versions.update(out)
         return out
 
     def nodes(self, node_ids: Iterable[str]) -> dict[str, NodeView]:
         """Full memories of the given nodes that lie inside the subtree (others read as absent)."""
         out = {}
-        for row in self._scoped_rows(_NODE_COLUMNS, node_ids):
+        for row in self._scoped_rows(NODE_COLUMNS, node_ids):
             view = _view(row)
             if not self.scope.admits(view.contract_id, view.seat_id, view.project_id):
                 raise IsolationError(f"DuckDB returned {view.node_id} outside {self.scope}")
@@ -213,14 +280,24 @@ class ScopedMemory:
 
     def node_count(self) -> int:
         """How many nodes the subtree holds (0: answer "no memory for this scope")."""
-        if self.scope.empty or not self._has_table:
+        if self.scope.empty:
             return 0
+        if isinstance(self._con, TreeIndex):
+            rows = self._con.snapshot(self._wait_s).rows.values()
+            return sum(
+                1
+                for r in rows
+                if self.scope.admits(r.contract_id, r.seat_id, r.project_id)
+                and self._level_ok(r.level)
+            )
         predicate, params = self.scope.sql_predicate()
         level_sql, level_params = "", []
         if self.levels is not None:
             level_sql = " AND level IN (SELECT unnest(?::VARCHAR[]))"
             level_params = [list(self.levels)]
-        row = self.con.execute(
+        if not table_exists(self._con, MEMORY_TABLE):
+            return 0
+        row = self._con.execute(
             f"SELECT count(*) FROM {MEMORY_TABLE} WHERE {predicate}{level_sql}",
             [*params, *level_params],
         ).fetchone()

@@ -8,24 +8,32 @@
 
 At most two LLM calls per query; none when the scope holds no memory (then the answer says so
 explicitly instead of inventing one). Citations that name a node absent from the context are
-dropped and counted, never passed on. Isolation is structural: the subtree filter is applied in
-the stores, the prompt is never relied on for it.
+dropped and counted, never passed on; an answer left with no valid citation is flagged
+`unsupported` (in the result, the HTTP body and the query log). Isolation is structural: the
+subtree filter is applied in the stores, the prompt is never relied on for it.
+
+Concurrency: queries run in parallel (no engine-wide lock; each has its own LLM usage counters).
+The derived DuckDB file has one writer process at a time, so a query never holds a connection
+while it waits on the LLM or on Chroma: it reads the tree through `TreeIndex` (re-read, for
+milliseconds, only when the file changed) and opens one short connection for the query-log
+insert; a file another process keeps locked longer than `db_wait_s` is `DatabaseBusy`.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from hltm.embeddings import CachedEmbedder, make_embedder
-from hltm.llm import LLM, LLMError, make_llm
+from hltm.llm import LLM, LLMError, LLMUsage, make_llm
 from hltm.query import tasks
 from hltm.query.boundary import ScopedMemory
-from hltm.query.log import log_query
+from hltm.query.log import QueryLogWriter
 from hltm.query.parse import FIELDS, ground_pairs, parse_question
 from hltm.query.retrieve import (
     QueryEmbeddings,
@@ -34,10 +42,19 @@ from hltm.query.retrieve import (
     build_context,
     retrieve,
 )
-from hltm.query.scope import Identity, Scope, narrow, resolve_scope
+from hltm.query.scope import (
+    Identity,
+    Scope,
+    narrow,
+    narrow_to,
+    resolve_scope,
+    scope_from_paths,
+)
+from hltm.query.snapshot import TreeIndex
 from hltm.settings import Settings
 from hltm.vectors import VectorStore
-from hltm.warehouse import connect
+
+logger = logging.getLogger(__name__)
 
 NO_MEMORY_ANSWER = "No memory for this scope: there is nothing stored for {scope} to answer from."
 
@@ -91,6 +108,28 @@ class QueryResult:
     cost: QueryCost = field(default_factory=QueryCost)
     context: dict[str, list[dict]] = field(default_factory=dict)
 
+    @property
+    def unsupported(self) -> bool:
+        """An answer whose every citation was invalid (named a node outside its context): nothing
+        backs it, so callers must not pass it on as fact."""
+        return not self.no_memory and not self.citations and bool(self.dropped_citations)
+
+    @property
+    def status(self) -> str:
+        """`answered`, `no_memory` or `unsupported` (see `unsupported`)."""
+        if self.no_memory:
+            return "no_memory"
+        return "unsupported" if self.unsupported else "answered"
+
+    @property
+    def warning(self) -> str:
+        if not self.unsupported:
+            return ""
+        return (
+            f"unsupported answer: all {len(self.dropped_citations)} citation(s) named nodes"
+            " outside the retrieved context and were dropped"
+        )
+
     def as_dict(self, with_context: bool = False) -> dict[str, Any]:
         out = {
             "query_id": self.query_id,
@@ -106,6 +145,9 @@ class QueryResult:
             "dropped_citations": self.dropped_citations,
             "sources": self.sources,
             "no_memory": self.no_memory,
+            "status": self.status,
+            "unsupported": self.unsupported,
+            "warning": self.warning,
             "retrieved": self.retrieved,
             "cost": self.cost.as_dict(),
         }
@@ -135,8 +177,8 @@ def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
 
 
 class QueryEngine:
-    """Shared by the Python API, the CLI and the HTTP endpoint (one query at a time per engine:
-    the embedded stores are single-process, and per-query cost is read off the shared LLM)."""
+    """Shared by the Python API, the CLI and the HTTP endpoint; safe to call from many threads
+    at once (the embedded stores are shared by the process, the LLM usage is counted per query)."""
 
     def __init__(
         self,
@@ -148,7 +190,10 @@ class QueryEngine:
         config: RetrievalConfig | None = None,
         log_queries: bool = True,
         llm_parser: bool = True,
+        db_wait_s: float | None = None,
     ) -> None:
+        """`db_wait_s`: how long a query waits for a DuckDB file another process holds before
+        `DatabaseBusy` (None: the warehouse's default, about 50 s)."""
         self.settings = settings
         self.llm = llm or make_llm(settings)
         self.embedder = embedder or make_embedder(settings)
@@ -156,15 +201,19 @@ class QueryEngine:
         self.config = config or RetrievalConfig()
         self.log_queries = log_queries
         self.llm_parser = llm_parser
+        self.db_wait_s = db_wait_s
         self.embed = QueryEmbeddings(self.embedder)
-        self._lock = threading.RLock()
+        self.query_log = QueryLogWriter(settings.derived_db)
+        self.tree = TreeIndex(settings.derived_db)
 
     def warm_up(self) -> None:
-        """Load the embedding model and token encoding now, not on the first request."""
+        """Load the embedding model, the token encoding and the tree's contents now, not on
+        the first request."""
         from hltm.tokens import encoding
 
         self.embed(["query warm-up"])
         encoding()
+        self.tree.prefetch(self.db_wait_s)
 
     # ---- scope -----------------------------------------------------------------------------
 
@@ -172,13 +221,20 @@ class QueryEngine:
         self, identity: Identity, within: Identity | None = None, con: Any = None
     ) -> Scope:
         """The scope of `identity`; with `within`, `identity` must lie inside `within`'s subtree
-        (a caller authenticated as `within` may narrow, never widen: `ScopeError` otherwise)."""
-        if con is None:
-            with connect(self.settings.derived_db) as own:
-                return self.scope_for(identity, within, own)
+        (a caller authenticated as `within` may narrow, never widen: `ScopeError` otherwise).
+        Without `con`, resolved on the engine's in-memory snapshot of the tree."""
+        if con is not None:
+            if within is None:
+                return resolve_scope(con, identity)
+            return narrow(con, resolve_scope(con, within), identity)
+        paths = self.tree.snapshot(self.db_wait_s).paths
+
+        def resolve(who: Identity) -> Scope:
+            return scope_from_paths(who, paths.get((f"{who.level}_id", who.id), ()))
+
         if within is None:
-            return resolve_scope(con, identity)
-        return narrow(con, resolve_scope(con, within), identity)
+            return resolve(identity)
+        return narrow_to(resolve(within), resolve(identity))
 
     # ---- the query -------------------------------------------------------------------------
 
@@ -196,40 +252,37 @@ class QueryEngine:
         if not question:
             raise ValueError("empty question")
         config = config or self.config
-        with self._lock:
-            started = time.perf_counter()
-            before = self.llm.snapshot()
-            result = self._new_result(identity, question, channel)
-            # One short-lived connection per query: the file stays free for the memory build.
-            with connect(self.settings.derived_db) as con:
-                scope = self.scope_for(identity, within, con)
-                memory = ScopedMemory(scope, con, self.vectors, config.levels)
-                empty = memory.node_count() == 0
-                scoped_s = time.perf_counter() - started
-                if empty:
-                    self._no_memory(result, scope)
-                else:
-                    self._answer(result, memory, question, config)
-            cost = result.cost
-            cost.retrieval_ms += scoped_s * 1000
-            used = self.llm.snapshot() - before
-            cost.llm_calls = used.calls
-            cost.prompt_tokens = used.prompt_tokens
-            cost.completion_tokens = used.completion_tokens
-            cost.llm_ms = used.seconds * 1000
-            cost.total_ms = (time.perf_counter() - started) * 1000
-            if self.log_queries if log is None else log:
-                log_query(
-                    self.settings.derived_db,
-                    result,
-                    self.llm.backend_name,
-                    self.llm.model,
-                    {
-                        "prompt_versions": tasks.prompt_versions(),
-                        "retrieval_config": config.as_dict(),
-                    },
-                )
-            return result
+        started = time.perf_counter()
+        llm = replace(self.llm, usage=LLMUsage())  # this query's own counters, same backend
+        result = self._new_result(identity, question, channel)
+        # Reads go through the in-memory tree index: a connection is opened only when the file
+        # changed, for milliseconds, and never held across the LLM calls.
+        scope = self.scope_for(identity, within)
+        memory = ScopedMemory(scope, self.tree, self.vectors, config.levels, self.db_wait_s)
+        # A resolved scope holds nodes by construction; only a depth filter can empty it.
+        empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
+        scoped_s = time.perf_counter() - started
+        if empty:
+            self._no_memory(result, memory.scope)
+        else:
+            self._answer(result, memory, question, config, llm)
+        cost = result.cost
+        cost.retrieval_ms += scoped_s * 1000
+        used = llm.snapshot()
+        cost.llm_calls = used.calls
+        cost.prompt_tokens = used.prompt_tokens
+        cost.completion_tokens = used.completion_tokens
+        cost.llm_ms = used.seconds * 1000
+        cost.total_ms = (time.perf_counter() - started) * 1000
+        if self.log_queries if log is None else log:
+            extra = {
+                "prompt_versions": tasks.prompt_versions(),
+                "retrieval_config": config.as_dict(),
+            }
+            self.query_log.write(result, llm.backend_name, llm.model, extra, wait_s=self.db_wait_s)
+        if result.unsupported:
+            logger.warning("%s: %s", result.query_id, result.warning)
+        return result
 
     def _new_result(self, identity: Identity, question: str, channel: str) -> QueryResult:
         return QueryResult(
@@ -256,12 +309,12 @@ class QueryEngine:
         result.answer = NO_MEMORY_ANSWER.format(scope=scope.identity)
         result.rationale = "The permitted subtree holds no memory nodes; nothing was retrieved."
 
-    def parse(self, question: str) -> tuple[str, list[dict[str, str]]]:
+    def parse(self, question: str, llm: LLM | None = None) -> tuple[str, list[dict[str, str]]]:
         """LLM call 1: intent and `field: value` pairs (rules if the LLM parser is off/failed;
         a value the question does not state is dropped for the rules' pairs)."""
         if self.llm_parser:
             try:
-                parsed = self.llm.run(
+                parsed = (llm or self.llm).run(
                     tasks.PARSE, {"question": question, "fields": FIELDS}, context="query parse"
                 )
                 pairs = [
@@ -276,11 +329,16 @@ class QueryEngine:
         return rules["intent"], rules["pairs"]
 
     def _answer(
-        self, result: QueryResult, memory: ScopedMemory, question: str, config: RetrievalConfig
+        self,
+        result: QueryResult,
+        memory: ScopedMemory,
+        question: str,
+        config: RetrievalConfig,
+        llm: LLM,
     ) -> None:
         cost = result.cost
         t0 = time.perf_counter()
-        result.intent, result.pairs = self.parse(question)
+        result.intent, result.pairs = self.parse(question, llm)
         cost.parse_ms = (time.perf_counter() - t0) * 1000
 
         retrieved: Retrieved = retrieve(memory, self.embed, question, result.pairs, config)
@@ -302,7 +360,7 @@ class QueryEngine:
             "scope": {"level": memory.scope.level, "node_id": memory.scope.root_node_id},
             **context,
         }
-        answer = self.llm.run(tasks.ANSWER, payload, context=f"answer for {result.identity}")
+        answer = llm.run(tasks.ANSWER, payload, context=f"answer for {result.identity}")
         cost.answer_ms = (time.perf_counter() - t0) * 1000
         kept, dropped = validate_citations(list(answer.citation), set(result.context_ids))
         result.answer = answer.answer
@@ -315,6 +373,7 @@ class QueryEngine:
 
 
 _ENGINES: dict[tuple[Any, ...], QueryEngine] = {}
+_ENGINES_LOCK = threading.Lock()
 
 
 def ask(settings: Settings, identity: Identity | str, question: str, **kwargs: Any) -> QueryResult:
@@ -322,7 +381,8 @@ def ask(settings: Settings, identity: Identity | str, question: str, **kwargs: A
     if isinstance(identity, str):
         identity = Identity.parse(identity)
     key = (settings,)
-    engine = _ENGINES.get(key)
-    if engine is None:
-        engine = _ENGINES[key] = QueryEngine(settings)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            engine = _ENGINES[key] = QueryEngine(settings)
     return engine.ask(identity, question, **kwargs)

@@ -2,23 +2,34 @@
 
     POST /v1/ask     Authorization: Bearer <token>
                      {"question": "...", "project": "<id>"?, "seat": "<id>"?, "context": false}
-                     → 200 the query result (answer, rationale, citations, cost, …)
+                     → 200 the query result (answer, rationale, citations, status, cost, …)
     GET  /v1/whoami  Authorization: Bearer <token>  → the token's identity and scope
     GET  /v1/rankings/<vacancy_id>?top=10  Authorization: Bearer <token>  → its current ranking
-    GET  /healthz    → {"status": "ok"}
+    GET  /healthz    → {"status": "ok"}  (answered on the event loop, never touches a store)
     GET  /openapi.json → the OpenAPI description (`hltm.query.api`), whose models validate input
 
 The caller's identity comes only from the token (`hltm token create`). A missing, malformed,
 unknown or revoked token is 401. The body may narrow the scope to a seat or project inside the
 token's subtree; anything else (a sibling, another contract, a wider level) is 403 — a token never
 widens its scope, and the answer never says whether the other id exists.
+
+Nothing blocking runs on the event loop: token checks and queries run in worker threads, at most
+`concurrency` at once, with at most `queue` more waiting; past that, or when another process holds
+the DuckDB file longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy, retry). A
+body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked up; a
+question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503 naming it.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,14 +37,39 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from hltm.query import api
-from hltm.query.access import identity_for_token
+from hltm.query.access import TokenCache
 from hltm.query.api import AskRequest, RankingQuery, invalid_body, openapi_spec
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
+from hltm.vectors import VectorIndexUnavailable
+from hltm.warehouse import DatabaseBusy
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 16 * 1024
+RETRY_AFTER_S = 1
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """How much work the server takes at once; the rest is told to retry (503)."""
+
+    concurrency: int = 8  # queries running at once (threads; more only help a slow LLM)
+    queue: int = 64  # queries waiting for a slot before new ones are refused
+    db_wait_s: float = 2.0  # how long a request waits for a DuckDB file another process holds
+    log_flush_s: float = 1.0  # `serve` inserts query-log rows in the background this often
+
+
+class Busy(Exception):
+    """Too much work queued, or a store held by another process: answer 503, retry later."""
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _busy(message: str) -> JSONResponse:
+    return _error(503, message, **{"Retry-After": str(RETRY_AFTER_S)})
 
 
 def _bearer(request: Request) -> str | None:
@@ -44,14 +80,52 @@ def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Starlette:
-    tokens_db = Path(tokens_db or engine.settings.derived_db)
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it exceeds `limit` bytes (declared or streamed)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    def authenticate(request: Request) -> Identity | JSONResponse:
+
+def parse_ask_body(raw: bytes) -> AskRequest | JSONResponse:
+    """The validated ask body, or the 400 answer. Types are strict (`AskRequest`): `context`
+    must be a JSON boolean (the string "no" is not false), ids must be non-empty strings."""
+    try:
+        return AskRequest.model_validate_json(raw)
+    except ValidationError as err:
+        return JSONResponse(invalid_body(err).model_dump(), status_code=400)
+
+
+def create_app(
+    engine: QueryEngine,
+    tokens_db: Path | str | None = None,
+    limits: ServeLimits | None = None,
+) -> Starlette:
+    tokens_db = Path(tokens_db or engine.settings.derived_db)
+    limits = limits or ServeLimits()
+    if engine.db_wait_s is None:
+        engine.db_wait_s = limits.db_wait_s
+    slots = anyio.CapacityLimiter(limits.concurrency)
+    tokens = TokenCache(tokens_db)
+
+    async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking work in a worker thread, or raise `Busy` when the queue is full."""
+        if slots.statistics().tasks_waiting >= limits.queue:
+            raise Busy("the server is at capacity")
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=slots)
+
+    async def authenticate(request: Request) -> Identity | JSONResponse:
         token = _bearer(request)
         if token is None:
             return _error(401, "missing bearer token", **{"WWW-Authenticate": "Bearer"})
-        identity = identity_for_token(tokens_db, token)
+        identity = await in_thread(tokens.identity, token, wait_s=limits.db_wait_s)
         if identity is None:
             return _error(
                 401,
@@ -60,67 +134,86 @@ def create_app(engine: QueryEngine, tokens_db: Path | str | None = None) -> Star
             )
         return identity
 
-    def health(request: Request) -> JSONResponse:
+    async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    def whoami(request: Request) -> JSONResponse:
-        identity = authenticate(request)
+    async def whoami(request: Request) -> JSONResponse:
+        identity = await authenticate(request)
         if isinstance(identity, JSONResponse):
             return identity
-        scope = engine.scope_for(identity)
+        scope = await in_thread(engine.scope_for, identity)
         return JSONResponse(
             {"identity": identity.node_id, "scope": scope.describe(), "has_memory": not scope.empty}
         )
 
     async def ask(request: Request) -> JSONResponse:
-        identity = authenticate(request)
+        raw = await _bounded_body(request, MAX_BODY_BYTES)
+        if raw is None:
+            return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        identity = await authenticate(request)
         if isinstance(identity, JSONResponse):
             return identity
+        asked = parse_ask_body(raw)
+        if isinstance(asked, JSONResponse):
+            return asked
         try:
-            body: Any = await request.json()
-        except ValueError:
-            return _error(400, "the body must be JSON")
-        try:
-            asked = AskRequest.model_validate(body)
-        except ValidationError as err:
-            return JSONResponse(invalid_body(err).model_dump(), status_code=400)
-        return await _run(identity, asked)
+            result = await in_thread(api.answer, engine, identity, asked, "http")
+        except api.ApiError as err:
+            return _error(err.status, err.message)
+        return JSONResponse(result.as_dict(with_context=asked.context))
 
-    def ranking(request: Request) -> JSONResponse:
-        identity = authenticate(request)
+    async def ranking(request: Request) -> JSONResponse:
+        identity = await authenticate(request)
         if isinstance(identity, JSONResponse):
             return identity
         try:
             query = RankingQuery.model_validate(dict(request.query_params), strict=False)
         except ValidationError as err:
             return JSONResponse(invalid_body(err).model_dump(), status_code=400)
+        vacancy_id = request.path_params["vacancy_id"]
         try:
-            found = api.ranking(engine, identity, request.path_params["vacancy_id"], query.top)
+            found = await in_thread(api.ranking, engine, identity, vacancy_id, query.top)
         except api.ApiError as err:
             return _error(err.status, err.message)
         return JSONResponse(found.model_dump())
 
-    async def _run(identity: Identity, asked: AskRequest) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
+    async def spec(request: Request) -> JSONResponse:
+        return JSONResponse(openapi_spec())
 
-        try:
-            result = await run_in_threadpool(api.answer, engine, identity, asked, "http")
-        except api.ApiError as err:
-            return _error(err.status, err.message)
-        return JSONResponse(result.as_dict(with_context=asked.context))
+    async def busy_handler(request: Request, exc: Exception) -> JSONResponse:
+        return _busy(f"busy, retry: {exc}")
+
+    async def unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("vector index unavailable: %s", exc)
+        return _busy(f"the vector index is unavailable: {exc}")
 
     return Starlette(
         routes=[
             Route("/healthz", health, methods=["GET"]),
-            Route("/openapi.json", lambda _: JSONResponse(openapi_spec()), methods=["GET"]),
+            Route("/openapi.json", spec, methods=["GET"]),
             Route("/v1/rankings/{vacancy_id}", ranking, methods=["GET"]),
             Route("/v1/whoami", whoami, methods=["GET"]),
             Route("/v1/ask", ask, methods=["POST"]),
-        ]
+        ],
+        exception_handlers={
+            Busy: busy_handler,
+            DatabaseBusy: busy_handler,
+            VectorIndexUnavailable: unavailable_handler,
+        },
     )
 
 
-def serve(engine: QueryEngine, host: str = "127.0.0.1", port: int = 8765) -> None:
+def serve(
+    engine: QueryEngine,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    limits: ServeLimits | None = None,
+) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="info")
+    limits = limits or ServeLimits()
+    engine.query_log.start_flushing(limits.log_flush_s)
+    try:
+        uvicorn.run(create_app(engine, limits=limits), host=host, port=port, log_level="info")
+    finally:
+        engine.query_log.stop_flushing(limits.db_wait_s)

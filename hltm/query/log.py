@@ -8,23 +8,32 @@ distinct identities) and the record of per-query cost:
     scope_root (node id), question, intent, pairs JSON [{field, value}],
     retrieved JSON {"facet": [node ids], "qa": [...], "summary": [...]},
     answer, rationale, citations JSON [node ids], dropped_citations JSON [ids not in context],
-    no_memory, llm_calls, prompt_tokens, completion_tokens (o200k_base),
+    no_memory, status ('answered' | 'no_memory' | 'unsupported': no valid citation), llm_calls, prompt_tokens, completion_tokens (o200k_base),
     embed_ms, retrieval_ms, parse_ms, answer_ms, llm_ms, total_ms,
     backend, model, prompt_versions JSON, retrieval_config JSON
+
+A row is inserted in its own short connection. When another process holds the file past the
+caller's wait, the row is kept in memory and inserted with the next one (never lost while the
+process lives, never holding up the answer). A server defers every insert to a background flush
+(`start_flushing`): opening the file costs ~25 ms of CPU, so one insert a second, not one a query.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import DatabaseBusy, connect, table_exists
 
 if TYPE_CHECKING:
     from hltm.query.engine import QueryResult
 
 QUERY_LOG_TABLE = "query_log"
+MAX_PENDING_ROWS = 10_000  # rows kept while the file is busy; the oldest go first past it
+log = logging.getLogger(__name__)
 
 _COLUMNS = (
     ("query_id", "VARCHAR PRIMARY KEY"),
@@ -42,6 +51,7 @@ _COLUMNS = (
     ("citations", "VARCHAR NOT NULL"),
     ("dropped_citations", "VARCHAR NOT NULL"),
     ("no_memory", "BOOLEAN NOT NULL"),
+    ("status", "VARCHAR"),
     ("llm_calls", "INTEGER NOT NULL"),
     ("prompt_tokens", "INTEGER NOT NULL"),
     ("completion_tokens", "INTEGER NOT NULL"),
@@ -62,17 +72,19 @@ COLUMN_NAMES = tuple(name for name, _ in _COLUMNS)
 def ensure_query_log(con: Any) -> None:
     columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS {QUERY_LOG_TABLE} ({columns})")
+    # Logs written before `status` existed gain it (NULL on their old rows).
+    con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN IF NOT EXISTS status VARCHAR")
 
 
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def log_query(
-    derived_db: Path | str, result: QueryResult, backend: str, model: str, extra: dict[str, Any]
-) -> None:
+def query_log_row(
+    result: QueryResult, backend: str, model: str, extra: dict[str, Any]
+) -> dict[str, Any]:
     cost = result.cost
-    row = {
+    return {
         "query_id": result.query_id,
         "asked_at": result.asked_at,
         "channel": result.channel,
@@ -88,6 +100,7 @@ def log_query(
         "citations": _dump(result.citations),
         "dropped_citations": _dump(result.dropped_citations),
         "no_memory": result.no_memory,
+        "status": result.status,
         "llm_calls": cost.llm_calls,
         "prompt_tokens": cost.prompt_tokens,
         "completion_tokens": cost.completion_tokens,
@@ -102,13 +115,95 @@ def log_query(
         "prompt_versions": _dump(extra.get("prompt_versions", {})),
         "retrieval_config": _dump(extra.get("retrieval_config", {})),
     }
-    with connect(derived_db) as con:
+
+
+def insert_query_rows(
+    derived_db: Path | str, rows: list[dict[str, Any]], wait_s: float | None = None
+) -> None:
+    """Insert logged rows in one short connection (`DatabaseBusy` past `wait_s`)."""
+    with connect(derived_db, wait_s=wait_s) as con:
         ensure_query_log(con)
-        con.execute(
+        con.executemany(
             f"INSERT INTO {QUERY_LOG_TABLE} ({', '.join(COLUMN_NAMES)})"
             f" VALUES ({', '.join('?' for _ in COLUMN_NAMES)})",
-            [row[name] for name in COLUMN_NAMES],
+            [[row[name] for name in COLUMN_NAMES] for row in rows],
         )
+
+
+class QueryLogWriter:
+    """Inserts query-log rows; rows that meet a busy file wait in memory for the next insert."""
+
+    def __init__(self, derived_db: Path | str) -> None:
+        self.derived_db = derived_db
+        self._pending: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start_flushing(self, interval_s: float = 1.0) -> None:
+        """From now on `write` only queues; a daemon thread inserts the queue every interval."""
+        if self._flusher is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.flush(wait_s=interval_s)
+                except DatabaseBusy as err:
+                    log.warning("query log: %s; %d row(s) kept", err, self.pending)
+
+        self._stop.clear()
+        self._flusher = threading.Thread(target=loop, name="query-log-flush", daemon=True)
+        self._flusher.start()
+
+    def stop_flushing(self, wait_s: float | None = None) -> None:
+        """Stop the background flush and insert what is queued."""
+        if self._flusher is not None:
+            self._stop.set()
+            self._flusher.join()
+            self._flusher = None
+        self.flush(wait_s)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def write(
+        self,
+        result: QueryResult,
+        backend: str,
+        model: str,
+        extra: dict[str, Any],
+        wait_s: float | None = None,
+    ) -> bool:
+        """Log one query (or queue it, when flushing in the background); False when the file
+        was busy and the row is kept for later."""
+        with self._lock:
+            self._pending.append(query_log_row(result, backend, model, extra))
+            del self._pending[:-MAX_PENDING_ROWS]
+            if self._flusher is not None:
+                return True
+            rows, self._pending = self._pending, []
+        try:
+            insert_query_rows(self.derived_db, rows, wait_s)
+        except DatabaseBusy as err:
+            with self._lock:
+                self._pending[:0] = rows
+            log.warning("query log: %s; %d row(s) kept for the next insert", err, len(rows))
+            return False
+        return True
+
+    def flush(self, wait_s: float | None = None) -> None:
+        """Insert the rows kept from busy moments (`DatabaseBusy` if the file is still busy)."""
+        with self._lock:
+            rows, self._pending = self._pending, []
+        if rows:
+            try:
+                insert_query_rows(self.derived_db, rows, wait_s)
+            except DatabaseBusy:
+                with self._lock:
+                    self._pending[:0] = rows
+                raise
 
 
 def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -116,6 +211,7 @@ def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dic
     with connect(derived_db) as con:
         if not table_exists(con, QUERY_LOG_TABLE):
             return []
+        ensure_query_log(con)
         sql = f"SELECT {', '.join(COLUMN_NAMES)} FROM {QUERY_LOG_TABLE} ORDER BY asked_at DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"

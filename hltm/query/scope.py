@@ -20,6 +20,7 @@ checks a row or an item's metadata against it. Only `hltm.query.boundary` uses i
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -154,13 +155,30 @@ class Scope:
 _COLUMN = {"contract": "contract_id", "seat": "seat_id", "project": "project_id"}
 
 
-def resolve_scope(con: duckdb.DuckDBPyConnection, identity: Identity) -> Scope:
-    """Resolve an identity against the stored memory tree.
+def scope_from_paths(identity: Identity, paths: Collection[tuple[Any, ...]]) -> Scope:
+    """The scope of `identity` from the distinct (contract, seat, project) paths of the nodes
+    carrying its id. None: an empty scope (answered "no memory for this scope", which reveals
+    nothing about other owners). An id found under two different ownership paths is refused:
+    the data is inconsistent and guessing could widen access."""
+    if not paths:
+        return Scope(identity, None)
+    if identity.level == "contract":
+        return Scope(identity, identity.id)
+    if identity.level == "seat":
+        seats = {(c, s) for c, s, _ in paths}
+        if len(seats) != 1:
+            raise ScopeError(f"{identity} appears under {len(seats)} ownership paths; refused")
+        ((contract_id, seat_id),) = seats
+        return Scope(identity, contract_id, seat_id)
+    projects = {(c, s, p) for c, s, p in paths}
+    if len(projects) != 1:
+        raise ScopeError(f"{identity} appears under {len(projects)} ownership paths; refused")
+    ((contract_id, seat_id, project_id),) = projects
+    return Scope(identity, contract_id, seat_id, project_id)
 
-    An id that owns no stored node resolves to an empty scope (answered "no memory for this
-    scope", which reveals nothing about other owners). An id found under two different ownership
-    paths is refused: the data is inconsistent and guessing could widen access.
-    """
+
+def resolve_scope(con: duckdb.DuckDBPyConnection, identity: Identity) -> Scope:
+    """Resolve an identity against the stored memory tree (see `scope_from_paths`)."""
     if not table_exists(con, MEMORY_TABLE):
         return Scope(identity, None)
     column = _COLUMN[identity.level]
@@ -168,28 +186,20 @@ def resolve_scope(con: duckdb.DuckDBPyConnection, identity: Identity) -> Scope:
         f"SELECT DISTINCT contract_id, seat_id, project_id FROM {MEMORY_TABLE} WHERE {column} = ?",
         [identity.id],
     ).fetchall()
-    if not rows:
-        return Scope(identity, None)
-    if identity.level == "contract":
-        return Scope(identity, identity.id)
-    if identity.level == "seat":
-        paths = {(c, s) for c, s, _ in rows}
-        if len(paths) != 1:
-            raise ScopeError(f"{identity} appears under {len(paths)} ownership paths; refused")
-        ((contract_id, seat_id),) = paths
-        return Scope(identity, contract_id, seat_id)
-    paths = {(c, s, p) for c, s, p in rows}
-    if len(paths) != 1:
-        raise ScopeError(f"{identity} appears under {len(paths)} ownership paths; refused")
-    ((contract_id, seat_id, project_id),) = paths
-    return Scope(identity, contract_id, seat_id, project_id)
+    return scope_from_paths(identity, rows)
+
+
+def narrow_to(scope: Scope, inner: Scope) -> Scope:
+    """Allow `inner` only if it lies inside `scope` (a token never widens)."""
+    if inner.identity == scope.identity:
+        return scope
+    if not scope.contains(inner):
+        raise ScopeError(f"{inner.identity} is outside the permitted scope {scope.identity}")
+    return inner
 
 
 def narrow(con: duckdb.DuckDBPyConnection, scope: Scope, target: Identity) -> Scope:
     """Resolve `target` and allow it only if it lies inside `scope` (a token never widens)."""
     if target == scope.identity:
         return scope
-    inner = resolve_scope(con, target)
-    if not scope.contains(inner):
-        raise ScopeError(f"{target} is outside the permitted scope {scope.identity}")
-    return inner
+    return narrow_to(scope, resolve_scope(con, target))

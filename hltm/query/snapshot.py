@@ -1,0 +1,155 @@
+"""The memory tree's ownership columns and versions, held in memory for the query path.
+
+Opening a DuckDB file costs about 25 ms of CPU (DuckDB starts a database instance), and keeping
+it open would lock out the one writer process (the memory build). So the query path reads
+`node_id, level, contract_id, seat_id, project_id, version` of every node once, keeps them, and
+reads them again only when the file changes — judged by `file_token`, the stat (inode, size,
+mtime) of the file and of its write-ahead log, which every committed write changes. Node
+contents are cached by (node_id, version): a version is a content hash, so an entry never goes
+stale, and a node's current version always comes from the latest snapshot.
+
+Nothing here filters: `ScopedMemory` applies the subtree filter to every row it takes from a
+snapshot, exactly as its SQL does.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from hltm.query.scope import MEMORY_TABLE
+from hltm.warehouse import connect
+
+FileToken = tuple[tuple[int, int, int] | None, ...]
+NODE_COLUMNS = (
+    "node_id, level, contract_id, seat_id, project_id, label, version, facets, qa,"
+    " summary_long, summary_short"
+)
+
+
+def file_token(path: Path | str) -> FileToken:
+    """Changes whenever a DuckDB file (or its WAL) is written, replaced or removed."""
+    out = []
+    for name in (str(path), f"{path}.wal"):
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    node_id: str
+    level: str
+    contract_id: str
+    seat_id: str | None
+    project_id: str | None
+    version: str
+
+
+@dataclass(frozen=True)
+class TreeSnapshot:
+    """Every stored node's ownership path and version, as of one state of the file."""
+
+    rows: dict[str, NodeRow] = field(default_factory=dict)
+    # (column, id) → the distinct ownership paths of the nodes carrying that id in that column.
+    paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection) -> TreeSnapshot:
+        try:
+            raw = con.execute(
+                f"SELECT node_id, level, contract_id, seat_id, project_id, version"
+                f" FROM {MEMORY_TABLE}"
+            ).fetchall()
+        except duckdb.CatalogException:  # no tree built yet
+            return cls()
+        rows: dict[str, NodeRow] = {}
+        paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = defaultdict(set)
+        for node_id, level, contract_id, seat_id, project_id, version in raw:
+            row = NodeRow(node_id, level, contract_id, seat_id or None, project_id or None, version)
+            rows[node_id] = row
+            path = (row.contract_id, row.seat_id, row.project_id)
+            for column, value in (
+                ("contract_id", row.contract_id),
+                ("seat_id", row.seat_id),
+                ("project_id", row.project_id),
+            ):
+                if value:
+                    paths[(column, value)].add(path)
+        return cls(rows, dict(paths))
+
+
+class TreeIndex:
+    """The latest `TreeSnapshot` of one derived file, and a bounded cache of node contents."""
+
+    def __init__(self, derived_db: Path | str, max_contents: int = 200_000) -> None:
+        self.derived_db = Path(derived_db)
+        self.max_contents = max_contents
+        self.reloads = 0
+        self._snapshot = TreeSnapshot()
+        self._token: FileToken | None = None
+        self._contents: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def snapshot(self, wait_s: float | None = None) -> TreeSnapshot:
+        """The tree as the file holds it now (re-read only if the file changed since)."""
+        token = file_token(self.derived_db)
+        if token == self._token:
+            return self._snapshot
+        with self._lock:
+            token = file_token(self.derived_db)
+            if token != self._token:
+                if token[0] is None:
+                    self._snapshot = TreeSnapshot()
+                else:
+                    with connect(self.derived_db, wait_s=wait_s) as con:
+                        self._snapshot = TreeSnapshot.read(con)
+                self._token = token
+                self.reloads += 1
+            return self._snapshot
+
+    def contents(
+        self, rows: Iterable[NodeRow], wait_s: float | None = None
+    ) -> dict[str, tuple[Any, ...]]:
+        """Full `memory_nodes` rows (NODE_COLUMNS) of these node versions; misses are read by
+        primary key in one connection. A row whose stored version moved on meanwhile is left
+        out (the caller reads it as absent, as it would a node removed between two reads)."""
+        wanted = {(r.node_id, r.version) for r in rows}
+        with self._lock:
+            found = {key: self._contents[key] for key in wanted if key in self._contents}
+            for key in found:
+                self._contents.move_to_end(key)
+        missing = sorted(wanted - found.keys())
+        if missing:
+            with connect(self.derived_db, wait_s=wait_s) as con:
+                fetched = con.execute(
+                    f"SELECT {NODE_COLUMNS} FROM {MEMORY_TABLE}"
+                    " WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+                    [[node_id for node_id, _ in missing]],
+                ).fetchall()
+            with self._lock:
+                for row in fetched:
+                    key = (row[0], row[6])
+                    if key in wanted:
+                        found[key] = self._contents[key] = row
+                while len(self._contents) > self.max_contents:
+                    self._contents.popitem(last=False)
+        return {node_id: row for (node_id, _), row in found.items()}
+
+    def prefetch(self, wait_s: float | None = None) -> None:
+        """Load every node's contents now (a server's warm-up), not on first use."""
+        snapshot = self.snapshot(wait_s)
+        self.contents(list(snapshot.rows.values())[: self.max_contents], wait_s)

@@ -1,0 +1,357 @@
+"""The query path under faults, each with a real second process or a real server:
+
+* a query waiting on a slow LLM (the local OpenAI-protocol server, through the real `openai`
+  client) holds no DuckDB connection: another process writes to the derived file meanwhile, and
+  two tenants' slow queries overlap instead of queueing behind one lock;
+* `/healthz` answers at once and `ask` answers 503 + Retry-After within a bounded time while
+  another process holds the DuckDB file, and 200 once it lets go;
+* an embedded Chroma client made stale by another process's writes is reopened: the next query
+  answers, from the new version;
+* bodies and questions are bounded before parsing and before any token lookup; `context` must be a
+  JSON boolean;
+* an answer whose every citation was invalid is flagged in the result, the HTTP body and the log;
+* a Chroma server that is down is named, by the CLI (no traceback) and by the engine.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hltm.llm import LLM, DeterministicBackend, Task, make_llm
+from hltm.query import tasks
+from hltm.query.access import create_token
+from hltm.query.engine import QueryEngine
+from hltm.query.api import MAX_QUESTION_CHARS
+from hltm.query.http import MAX_BODY_BYTES, ServeLimits, create_app
+from hltm.query.log import read_query_log
+from hltm.query.scope import Identity
+from hltm.settings import Settings
+from hltm.testing.openai_server import LocalOpenAIServer
+from hltm.vectors import VectorIndexUnavailable
+from hltm.warehouse import connect
+from tests.query_support import BuiltWorld, built_world  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW_S = 1.5
+DB_WAIT_S = 2.0  # the test server's bound on waiting for a DuckDB file another process holds
+
+
+def _copy(world: BuiltWorld, tmp_path: Path) -> Settings:
+    """A private copy of the built world's stores (these tests change them)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    src = world.settings.data_dir
+    for name in ("derived.duckdb", "sources.duckdb"):
+        shutil.copy2(src / name, data / name)
+    shutil.copytree(src / "chroma", data / "chroma")
+    return replace(world.settings, data_dir=data)
+
+
+def _other_process(code: str, *args: str) -> subprocess.Popen[str]:
+    """A second Python process running `code`, talking over stdin / stdout lines."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process
+
+
+def _in_other_process(code: str, *args: str, timeout: float = 120) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+# Holds the DuckDB file read-write (as a memory rebuild does) until its stdin closes.
+_HOLD_DB = """
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1])
+    con.execute("CREATE TABLE IF NOT EXISTS rebuild_probe (n INTEGER)")
+    print("holding", flush=True)
+    sys.stdin.read()
+"""
+
+# On a line from stdin, writes to the DuckDB file at once, with no retry: it fails on "Could not
+# set lock" if the file is held.
+_WRITE_ON_CUE = """
+    import sys, duckdb
+    print("ready", flush=True)
+    sys.stdin.readline()
+    con = duckdb.connect(sys.argv[1])
+    con.execute("CREATE TABLE IF NOT EXISTS rebuild_probe (n INTEGER)")
+    con.execute("INSERT INTO rebuild_probe VALUES (1)")
+    con.close()
+    print("written", flush=True)
+"""
+
+
+@pytest.fixture
+def slow_llm() -> Iterator[LocalOpenAIServer]:
+    import hltm.query.tasks  # noqa: F401  (registers the query tasks with the server)
+
+    with LocalOpenAIServer() as server:
+        yield server
+
+
+def _openai_engine(settings: Settings, server: LocalOpenAIServer) -> QueryEngine:
+    online = replace(
+        settings, llm_backend="openai", openai_base_url=server.base_url, llm_timeout_s=30
+    )
+    return QueryEngine(settings, llm=make_llm(online), db_wait_s=5)
+
+
+def test_a_slow_llm_query_holds_no_db_lock_and_tenants_overlap(
+    built_world: BuiltWorld,  # noqa: F811
+    slow_llm: LocalOpenAIServer,
+) -> None:
+    engine = _openai_engine(built_world.settings, slow_llm)
+    seat_a, seat_b = built_world.seats()[:2]
+    slow_llm.inject("timeout", times=4, delay_s=SLOW_S)  # each query's parse and answer calls
+    results: dict[str, Any] = {}
+
+    def ask(seat: str) -> None:
+        results[seat] = engine.ask(Identity("seat", seat), "Where do I usually hire?", log=True)
+
+    writer = _other_process(_WRITE_ON_CUE, str(built_world.settings.derived_db))
+    assert writer.stdout is not None and writer.stdin is not None
+    assert writer.stdout.readline().strip() == "ready"
+    started = time.perf_counter()
+    threads = [threading.Thread(target=ask, args=(s,)) for s in (seat_a, seat_b)]
+    for thread in threads:
+        thread.start()
+    time.sleep(SLOW_S / 2)  # both queries are now inside their first (slow) LLM call
+    writer.stdin.write("go\n")
+    writer.stdin.flush()
+    assert writer.stdout.readline().strip() == "written"
+    assert writer.wait(timeout=30) == 0
+    for thread in threads:
+        thread.join(timeout=60)
+    wall = time.perf_counter() - started
+    for seat in (seat_a, seat_b):
+        assert results[seat].citations and results[seat].cost.llm_calls == 2
+        assert results[seat].cost.llm_ms >= 2 * SLOW_S * 1000 * 0.9
+    # Two tenants, two slow calls each: overlapped, not serialised behind one lock (≥ 4 × SLOW_S).
+    assert wall < 3.5 * SLOW_S, wall
+    logged = {r["query_id"] for r in read_query_log(built_world.settings.derived_db)}
+    assert {results[s].query_id for s in (seat_a, seat_b)} <= logged
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def served(built_world: BuiltWorld, tmp_path: Path) -> Iterator[tuple[str, Settings]]:  # noqa: F811
+    import uvicorn
+
+    settings = _copy(built_world, tmp_path)
+    engine = QueryEngine(settings)
+    limits = ServeLimits(concurrency=4, queue=8, db_wait_s=DB_WAIT_S)
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(engine, limits=limits), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", settings
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def seat_token(served: tuple[str, Settings], built_world: BuiltWorld) -> str:  # noqa: F811
+    _, token = create_token(served[1].derived_db, Identity("seat", built_world.seats()[0]))
+    return token
+
+
+def test_healthz_and_ask_while_another_process_holds_the_db(
+    served: tuple[str, Settings], seat_token: str
+) -> None:
+    base, settings = served
+    token = seat_token
+    body = {"question": "Where do I usually hire?"}
+    holder = _other_process(_HOLD_DB, str(settings.derived_db))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        pending: dict[str, httpx.Response] = {}
+        asking = threading.Thread(
+            target=lambda: pending.update(
+                r=httpx.post(f"{base}/v1/ask", json=body, headers=_auth(token), timeout=30)
+            )
+        )
+        started = time.perf_counter()
+        asking.start()
+        health = httpx.get(f"{base}/healthz", timeout=5)
+        assert health.json() == {"status": "ok"}
+        assert asking.is_alive()  # answered while ask still waits: the loop is not blocked
+        asking.join(timeout=30)
+        busy = pending["r"]
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
+        assert "locked" in busy.json()["error"]
+        assert time.perf_counter() - started < DB_WAIT_S + 3  # bounded, not ~50 s of retries
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    ok = httpx.post(f"{base}/v1/ask", json=body, headers=_auth(token), timeout=30)
+    assert ok.status_code == 200 and ok.json()["status"] == "answered"
+
+
+def test_bodies_and_questions_are_bounded_and_typed(
+    served: tuple[str, Settings], seat_token: str
+) -> None:
+    base, token = served[0], seat_token
+    huge = b'{"question": "' + b"x" * (MAX_BODY_BYTES + 1) + b'"}'
+    # Refused on size before the token is even looked up (an unknown token gets 413 too).
+    for headers in (_auth(token), _auth("hltm_unknown")):
+        assert httpx.post(f"{base}/v1/ask", content=huge, headers=headers).status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the stream itself is bounded
+        for _ in range(MAX_BODY_BYTES // 1024 + 2):
+            yield b" " * 1024
+
+    streamed = httpx.post(f"{base}/v1/ask", content=chunks(), headers=_auth(token))
+    assert streamed.status_code == 413
+    long = {"question": "x" * (MAX_QUESTION_CHARS + 1)}
+    assert httpx.post(f"{base}/v1/ask", json=long, headers=_auth(token)).status_code == 400
+    for bad in ({"context": "no"}, {"context": 1}, {"seat": 7}, {"project": " "}):
+        response = httpx.post(
+            f"{base}/v1/ask", json={"question": "Where?", **bad}, headers=_auth(token)
+        )
+        assert response.status_code == 400, bad
+    plain = httpx.post(
+        f"{base}/v1/ask", json={"question": "Where?", "context": False}, headers=_auth(token)
+    )
+    assert plain.status_code == 200 and "context" not in plain.json()
+
+
+# Another process replaces one node with a new version (as a rebuild does): new items in Chroma,
+# then the DuckDB row flips.
+_REBUILD_NODE = """
+    import sys
+    from dataclasses import replace
+    from pathlib import Path
+    from hltm.embeddings import make_embedder
+    from hltm.memory.store import MemoryStore
+    from hltm.settings import Settings
+    from hltm.vectors import VectorStore
+    settings = Settings.from_env(
+        data_dir=Path(sys.argv[1]), llm_backend="offline", chroma_host=None
+    )
+    embedder = make_embedder(settings)
+    store = MemoryStore(settings.derived_db, VectorStore(settings, embedder))
+    node = store.nodes([sys.argv[2]])[sys.argv[2]]
+    new = replace(node, version=node.version + "-rebuilt", summary_short=sys.argv[3])
+    store.write([(new, embedder.passages([t for _, _, t, _ in new.search_items()]))])
+    print(new.version)
+"""
+
+
+def test_a_stale_embedded_chroma_client_is_reopened(
+    built_world: BuiltWorld,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    settings = _copy(built_world, tmp_path)
+    engine = QueryEngine(settings, log_queries=False)
+    pid = built_world.projects()[0]
+    before = engine.ask(Identity("project", pid), "What is this role about?")
+    assert before.citations
+    summary = "Rebuilt elsewhere: a lighthouse keeper role on a remote island."
+    version = _in_other_process(_REBUILD_NODE, str(settings.data_dir), f"project:{pid}", summary)
+    after = engine.ask(Identity("project", pid), "What is this role about?")
+    assert after.retrieved["summary"] == [f"project:{pid}"]
+    assert engine.vectors.generation > 0  # the stale view was detected and reopened
+    with connect(settings.derived_db) as con:
+        (stored,) = con.execute(
+            "SELECT version FROM memory_nodes WHERE node_id = ?", [f"project:{pid}"]
+        ).fetchone()
+    assert stored == version.strip()
+    again = engine.ask(Identity("project", pid), "What is this role about?")
+    assert again.retrieved == after.retrieved  # and it stays answered: no lasting error
+
+
+class _CitesOutsideContext(DeterministicBackend):
+    """The offline backend whose answers cite only ids that are not in the context."""
+
+    def complete(self, task: Task[Any], messages: list[dict[str, str]], model: str) -> str:
+        raw = super().complete(task, messages, model)
+        if task is not tasks.ANSWER:
+            return raw
+        answer = task.output_model.model_validate_json(raw)
+        return answer.model_copy(update={"citation": ["project:invented-1"]}).model_dump_json()
+
+
+def test_an_answer_with_only_invalid_citations_is_flagged(
+    built_world: BuiltWorld,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from starlette.testclient import TestClient
+
+    settings = _copy(built_world, tmp_path)
+    engine = QueryEngine(settings, llm=LLM(_CitesOutsideContext(), "offline-invalid-cites"))
+    seat = built_world.seats()[0]
+    result = engine.ask(Identity("seat", seat), "Where do I usually hire?")
+    data = result.as_dict()
+    assert data["status"] == "unsupported" and data["unsupported"] is True
+    assert data["citations"] == [] and data["dropped_citations"] == ["project:invented-1"]
+    assert "citation" in data["warning"]
+    (row,) = [r for r in read_query_log(settings.derived_db) if r["query_id"] == result.query_id]
+    assert row["status"] == "unsupported"
+    _, token = create_token(settings.derived_db, Identity("seat", seat))
+    with TestClient(create_app(engine)) as client:
+        body = client.post(
+            "/v1/ask", json={"question": "Where do I usually hire?"}, headers=_auth(token)
+        ).json()
+    assert body["status"] == "unsupported" and body["warning"]
+
+
+def test_a_chroma_server_that_is_down_is_named(
+    built_world: BuiltWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from hltm.cli import main
+
+    port = _free_port()  # nothing listens there
+    down = replace(built_world.settings, chroma_host="127.0.0.1", chroma_port=port)
+    with pytest.raises(VectorIndexUnavailable, match=f"Chroma server at 127.0.0.1:{port}"):
+        QueryEngine(down)
+    monkeypatch.setenv("HLTM_DATA_DIR", str(built_world.settings.data_dir))
+    monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
+    monkeypatch.setenv("CHROMA_PORT", str(port))
+    out = CliRunner().invoke(main, ["ask", "--seat", built_world.seats()[0], "Where?"])
+    assert out.exit_code == 1 and "not reachable" in out.output
+    assert "Traceback" not in out.output
