@@ -116,7 +116,7 @@ class AskResponse(BaseModel):
         description="unsupported: every citation named a node outside the context."
     )
     unsupported: bool = Field(description="Nothing in the context backs the answer.")
-    warning: str | None = Field(None, description="Why the answer must not be passed on as fact.")
+    warning: str = Field("", description="Why the answer must not be passed on as fact.")
     retrieved: dict[str, list[str]] = Field(description="Node ids per retriever.")
     cost: QueryCostOut
     context: dict[str, list[dict[str, Any]]] | None = Field(
