@@ -97,7 +97,7 @@ def make_env(
 
 
 def _vacancy(env: JudgeEnv, vacancy_id: str):  # type: ignore[no-untyped-def]
-    found = load_vacancies(env.sources_db, [vacancy_id])
+    found = load_vacancies(env.sources_db, [vacancy_id], calibration_db=env.derived_db)
     if not found:
         raise dg.Failure(f"vacancy {vacancy_id} is not in the sources (deleted?)")
     return found[0]
@@ -203,7 +203,7 @@ def candidate_pools(
 @dg.asset(
     group_name=JUDGE_GROUP,
     partitions_def=VACANCIES,
-    deps=[candidate_pools],
+    deps=[candidate_pools, dg.AssetKey("vacancy_calibration")],
     kinds={"duckdb", "openai"},
     description="The judge's verdict on every pool pair: five scores, a checklist with "
     "validated verbatim quotes. Score cache (append-only), budget of cold evaluations, workers.",

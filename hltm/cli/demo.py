@@ -108,6 +108,22 @@ def demo(seed: int, size: str) -> None:
 
         return demo_question(cfg)
 
+    def calibrate() -> str:
+        from hltm.judge.calibration import load_calibrations
+
+        run_job("calibrate_vacancies")
+        calibrations = load_calibrations(cfg.derived_db)
+        proposed = sum(len(c.proposals) for c in calibrations.values())
+        settled = sum(len(c.skipped) for c in calibrations.values())
+        shown = next((c for c in calibrations.values() if c.proposals), None)
+        lines = [
+            f"{len(calibrations)} vacancies: {proposed} soft items proposed from memory,"
+            f" {settled} usual values left out because the vacancy already settles them"
+        ]
+        if shown is not None:
+            lines.append(f"{shown.vacancy_id}: {shown.sentence()}")
+        return "\n".join(lines)
+
     def judge() -> str:
         from hltm.cli.judge import demo_judge
 
@@ -118,6 +134,7 @@ def demo(seed: int, size: str) -> None:
         _step("observe sources in Dagster", observe),
         _step("memory tree: projects → seats → contracts (Dagster: rebuild_memory_tree)", memory),
         _step("a cited answer from the memory, scoped to one seat", ask),
+        _step("calibrate every vacancy from its recruiter's memory (no LLM call)", calibrate),
         _step("judge and rank every vacancy (union pool → judge → gate → journal)", judge),
     ]
     click.secho("\nSummary", bold=True)
