@@ -196,7 +196,7 @@ def candidate_pools(
     judge: JudgeSettingsResource,
 ) -> dg.MaterializeResult:
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
-    result = _build_pool(env, _vacancy(env, context.partition_key), context.run_id)
+    result = _build_pool(env, _vacancy(env, context.partition_key), context.run.run_id)
     return dg.MaterializeResult(metadata=pool_metadata(result))
 
 
@@ -220,7 +220,7 @@ def judge_scores(
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
     vacancy = _vacancy(env, context.partition_key)
     report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
-                    run_id=context.run_id)  # fmt: skip
+                    run_id=context.run.run_id)  # fmt: skip
     for rid, reason in report.failures[:20]:
         context.log.warning(f"judging {vacancy.vacancy_id} × {rid} failed: {reason}")
     if report.deferred:
@@ -266,7 +266,7 @@ def rankings(
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
     vacancy = _vacancy(env, context.partition_key)
     try:
-        entry = _publish(env, vacancy, run_id=context.run_id)
+        entry = _publish(env, vacancy, run_id=context.run.run_id)
     except PermissionError as err:
         raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env.config)) from None
     return dg.MaterializeResult(metadata=ranking_metadata(entry))
@@ -302,9 +302,9 @@ def golden_evaluation(
 
     report = evaluate_golden(
         load_golden(), llm.judge(), embeddings.get(), derived_db.path,
-        reasoning_effort=llm.reasoning_effort, workers=judge.workers, run_id=context.run_id,
+        reasoning_effort=llm.reasoning_effort, workers=judge.workers, run_id=context.run.run_id,
     )  # fmt: skip
-    save_report(derived_db.path, report, context.run_id)
+    save_report(derived_db.path, report, context.run.run_id)
     meta: dict[str, Any] = {
         "table": dg.MetadataValue.md(report.table()),
         "per_vacancy": dg.MetadataValue.md(report.per_vacancy_table()),

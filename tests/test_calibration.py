@@ -60,9 +60,7 @@ def _memory(db: Path) -> None:
             _facet("skill", "Python", "project:p2", "project:p3"),
         ],
     )
-    projects = [
-        _node(p, "c1", "s1", [_facet("title", "Senior Backend Developer", p)]) for p in P
-    ]
+    projects = [_node(p, "c1", "s1", [_facet("title", "Senior Backend Developer", p)]) for p in P]
     other_seat = _node("seat:s2", "c1", "s2", [_facet("location", "Lisbon", "project:q1")])
     foreign = _node("project:q1", "c1", "s2", [_facet("title", "Data Engineer", "q1")])
     contract = _node(

@@ -19,6 +19,17 @@ from hltm.sources.generator import SIZES, generate_world
 from hltm.sources.ingest import ingest_directory
 
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Small settings for the demo's evaluation runs: every asset gets a first materialisation within
+# the demo's few minutes; the full runs are `hltm eval memory`, `hltm stats report`, `hltm probe`.
+DEMO_EVALUATION = {
+    "ops": {
+        "memory_evaluation": {
+            "config": {"limit": 2, "systems": ["HLTM", "baseline: RAG (chunks)"]}
+        },
+        "judge_stats_report": {"config": {"n_permutations": 100, "n_resamples": 500}},
+    }
+}
+DEMO_PROBE = {"ops": {"recall_probe": {"config": {"sample_size": 4}}}}
 
 
 def load_definitions():  # type: ignore[no-untyped-def]
@@ -31,7 +42,12 @@ def load_definitions():  # type: ignore[no-untyped-def]
     return defs
 
 
-def run_job(name: str, run_config: dict | None = None, tags: dict | None = None):  # type: ignore[no-untyped-def]
+def run_job(
+    name: str,
+    run_config: dict | None = None,
+    tags: dict | None = None,
+    partition_key: str | None = None,
+):  # type: ignore[no-untyped-def]
     """Execute a job of the code location in-process on the persistent instance."""
     import dagster as dg
 
@@ -40,8 +56,9 @@ def run_job(name: str, run_config: dict | None = None, tags: dict | None = None)
     config = {**QUIET_RUN, **(run_config or {})}
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def(name).execute_in_process(
-            instance=instance, run_config=config, tags=tags, raise_on_error=False
-        )
+            instance=instance, run_config=config, tags=tags, raise_on_error=False,
+            partition_key=partition_key,
+        )  # fmt: skip
     if not result.success:
         failures = [e.message for e in result.all_events if e.is_failure]
         fail(f"Dagster job '{name}' failed: {failures[-1] if failures else 'see dagster dev'}")
@@ -79,6 +96,20 @@ def demo(seed: int, size: str) -> None:
     def observe() -> str:
         run_job("observe_sources")
         return "observed 8 source tables (row counts and data versions in the UI)"
+
+    def patterns() -> str:
+        result = run_job("mine_query_patterns_job", {"ops": {"mine_query_patterns": {
+            "config": {"merge_similar": False}}}})  # fmt: skip
+        meta = {
+            e.asset_key.to_user_string(): e.materialization.metadata
+            for e in result.get_asset_materialization_events()
+        }
+        found = meta["query_patterns"]["queries"].value
+        hints = meta["memory_hints"]["hints_version"].value
+        return (
+            f"{found} logged queries mined: no pattern has the minimum support yet, so the memory"
+            f" is built with the released hints {hints} (query_patterns → memory_hints)"
+        )
 
     def memory() -> str:
         from assets.memory import rebuild_memory_tree
@@ -129,18 +160,50 @@ def demo(seed: int, size: str) -> None:
 
         return demo_judge()
 
+    def evaluate() -> str:
+        from assets.probe import monthly
+
+        result = run_job("evaluate_platform", DEMO_EVALUATION)
+        meta = {
+            e.asset_key.to_user_string(): e.materialization.metadata
+            for e in result.get_asset_materialization_events()
+        }
+        golden = meta["golden_evaluation"]
+        month = monthly.get_last_partition_key()
+        probe = run_job("recall_probe_job", DEMO_PROBE, partition_key=month)
+        (probed,) = [e.materialization.metadata for e in probe.get_asset_materialization_events()]
+        report = meta["judge_stats_report"]["report"].value
+        return "\n".join(
+            [
+                "golden set, union + judge (closed): strict P@10"
+                f" {golden['closed_union_judge_strict_p10'].value:.1%}, soft"
+                f" {golden['closed_union_judge_soft_p10'].value:.1%} (cosine strict"
+                f" {golden['closed_cosine_strict_p10'].value:.1%})",
+                f"memory evaluation on {meta['memory_evaluation']['questions'].value} questions"
+                " (2 per kind; full run: `hltm eval memory`), leakage checked",
+                f"judge statistics report (100 shuffles; full: `hltm stats report`): {report}",
+                f"recall probe {month[:7]} (4 per vacancy; full: `hltm probe`):"
+                f" {probed['scored'].value} scored, {probed['displacing_finds'].value} displacing",
+            ]
+        )
+
     summary = [
         _step("sample world → sources.duckdb", sources),
         _step("observe sources in Dagster", observe),
+        _step("adaptation: mine the query log for patterns → memory hints", patterns),
         _step("memory tree: projects → seats → contracts (Dagster: rebuild_memory_tree)", memory),
         _step("a cited answer from the memory, scoped to one seat", ask),
         _step("calibrate every vacancy from its recruiter's memory (no LLM call)", calibrate),
         _step("judge and rank every vacancy (union pool → judge → gate → journal)", judge),
+        _step("evaluate: golden set, memory, statistics, recall probe (small settings)", evaluate),
     ]
     click.secho("\nSummary", bold=True)
     for line in summary:
         click.echo(f"  • {line}")
-    click.echo(f"\nOpen the UI: DAGSTER_HOME={home} dagster dev   (then http://127.0.0.1:3000)")
+    click.echo(
+        "\nEvery asset is materialised. Open the UI: make ui   (or DAGSTER_HOME="
+        f"{home} .venv/bin/dagster dev -w workspace.yaml; then http://127.0.0.1:3000)"
+    )
 
 
 COMMANDS = [demo]

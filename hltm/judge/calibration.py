@@ -211,7 +211,11 @@ def _seat_usual(
             label = FAMILY_BY_NAME[fam].label
             out.append(
                 Proposal(
-                    "title_family", label, len(support), len(past), "seat",
+                    "title_family",
+                    label,
+                    len(support),
+                    len(past),
+                    "seat",
                     (seat.node_id, *support),
                 )  # fmt: skip
             )
@@ -235,9 +239,7 @@ def _contract_usual(
         support = sorted(facet.get("support") or ())
         if len(support) >= need:
             value = lx.canonical(name, str(facet["value"]))
-            out.append(
-                Proposal(name, value, len(support), seats, "contract", (contract.node_id,))
-            )
+            out.append(Proposal(name, value, len(support), seats, "contract", (contract.node_id,)))
     return out
 
 
