@@ -432,7 +432,6 @@ def judge_refresh_job() -> None:
 judge_vacancy_job = dg.define_asset_job(
     "judge_vacancy",
     selection=dg.AssetSelection.assets(candidate_pools, judge_scores, rankings),
-    partitions_def=VACANCIES,
     description="One vacancy partition: pool → judge scores → (blocking gate) → rankings.",
 )
 

@@ -36,15 +36,12 @@ def _defs() -> dg.Definitions:
     return defs
 
 
-def _target_jobs(instigator: Any) -> set[str]:
-    return {t.job_name for t in instigator.targets}
-
-
 def test_schedules_that_spend_llm_calls_start_stopped() -> None:
-    for schedule in _defs().schedules or []:
-        if _target_jobs(schedule) & LLM_JOBS:
+    schedules = _defs().get_repository_def().schedule_defs
+    for schedule in schedules:
+        if schedule.job_name in LLM_JOBS:
             assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED, schedule.name
-    names = {s.name: s.default_status for s in _defs().schedules or []}
+    names = {s.name: s.default_status for s in schedules}
     assert names["judge_nightly"] == names["recall_probe_schedule"]
     assert names["query_patterns_schedule"] == dg.DefaultScheduleStatus.RUNNING  # no LLM call
 
@@ -80,9 +77,8 @@ def test_a_fresh_daemon_after_the_demo_launches_no_llm_run(after_demo) -> None: 
     with connect(settings.derived_db) as con:
         scores_before = con.execute("SELECT count(*) FROM judge_scores").fetchone()
     launched: dict[str, list[str]] = {}
-    running = [
-        s for s in _defs().sensors or [] if s.default_status == dg.DefaultSensorStatus.RUNNING
-    ]
+    sensors = _defs().get_repository_def().sensor_defs
+    running = [s for s in sensors if s.default_status == dg.DefaultSensorStatus.RUNNING]
     assert {s.name for s in running} >= {"source_changes", "vacancy_changes", "memory_calibration"}
     for sensor in running:
         with dg.build_sensor_context(
