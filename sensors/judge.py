@@ -33,8 +33,8 @@ from assets.calibration import calibrate_vacancies_job
 from assets.judge import VACANCIES, judge_refresh_job
 from hltm.judge.calibration import load_calibrations
 from hltm.judge.data import vacancy_ids
-from hltm.query.scope import MEMORY_TABLE
-from hltm.warehouse import connect, table_exists
+from hltm.memory.store import read_built
+from hltm.warehouse import connect
 from resources import WarehouseResource
 
 MAX_PARTITION_REQUESTS = 25_000
@@ -140,10 +140,7 @@ def vacancy_changes(
 
 def _memory_versions(derived_db: WarehouseResource) -> dict[str, str]:
     with connect(derived_db.path, read_only=True) as con:
-        if not table_exists(con, MEMORY_TABLE):
-            return {}
-        rows = con.execute(f"SELECT node_id, version FROM {MEMORY_TABLE}").fetchall()
-    return {str(n): str(v) for n, v in rows}
+        return {node_id: built.version for node_id, built in read_built(con).items()}
 
 
 @dg.sensor(

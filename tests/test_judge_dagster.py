@@ -92,25 +92,24 @@ def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings
     from hltm.judge.calibration import calibrate_vacancies, store_calibrations
 
     resources = {k: _resources(world)[k] for k in ("sources_db", "derived_db")}
+
+    def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
+        with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as ctx:
+            return vacancy_changes(ctx)
+
     # the first tick adopts the current vacancies as the baseline: partitions, no run
-    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
-        result = vacancy_changes(ctx)
+    result = tick(None)
     assert isinstance(result, dg.SensorResult) and not result.run_requests
     added = result.dynamic_partitions_requests[0]
     assert sorted(added.partition_keys) == ["v001", "v002", "v003"]
     # nothing changed → skip; a vacancy edit → calibrate it first, then a run for it only
     instance.add_dynamic_partitions(VACANCIES.name, added.partition_keys)
-    again = vacancy_changes(
-        dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
-    )
-    assert isinstance(again, dg.SkipReason)
+    assert isinstance(tick(result.cursor), dg.SkipReason)
     with connect(world.sources_db) as con:
         con.execute(
             "UPDATE vacancies SET version = version + 1, text = text || ' Go.' WHERE vacancy_id = 'v002'"
         )
-    changed = vacancy_changes(
-        dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
-    )
+    changed = tick(result.cursor)
     assert isinstance(changed, dg.SensorResult)
     (calibrate,) = changed.run_requests
     assert calibrate.job_name == "calibrate_vacancies"
@@ -119,9 +118,7 @@ def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings
         world.derived_db,
         calibrate_vacancies(world.sources_db, world.derived_db, load_vacancies(world.sources_db)),
     )
-    judged = vacancy_changes(
-        dg.build_sensor_context(instance=instance, resources=resources, cursor=changed.cursor)
-    )
+    judged = tick(changed.cursor)
     assert isinstance(judged, dg.SensorResult)
     (run,) = judged.run_requests
     assert run.job_name == "judge_refresh"
