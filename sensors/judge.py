@@ -105,7 +105,7 @@ def vacancy_changes(
         )
     previous = _cursor(context.cursor)
     changed = {v: version for v, version in current.items() if previous.get(v) != version}
-    calibrations = load_calibrations(derived_db.path, sorted(changed))
+    calibrations = load_calibrations(derived_db.path, sorted(changed), read_only=True)
     ready = {
         v: version
         for v, version in changed.items()
@@ -156,7 +156,7 @@ def memory_calibration(
 ) -> dg.SensorResult | dg.SkipReason:
     if not derived_db.path.exists():
         return dg.SkipReason(f"no derived store yet ({derived_db.path} does not exist)")
-    calibrations = load_calibrations(derived_db.path)
+    calibrations = load_calibrations(derived_db.path, read_only=True)
     memory = _memory_versions(derived_db)
     stale = {
         vid: _digest({n: memory.get(n, "") for n in cal.memory_versions})

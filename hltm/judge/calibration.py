@@ -399,13 +399,15 @@ def store_calibrations(derived_db: Path | str, calibrations: Sequence[Calibratio
 
 
 def load_calibrations(
-    derived_db: Path | str, vacancy_ids: Sequence[str] | None = None
+    derived_db: Path | str, vacancy_ids: Sequence[str] | None = None, read_only: bool = False
 ) -> dict[str, Calibration]:
-    """vacancy id → its stored calibration (read-only; nothing stored reads as empty)."""
+    """vacancy id → its stored calibration (nothing stored reads as empty). Sensors read with
+    ``read_only``; a run reads with the same kind of connection as its writes (DuckDB refuses
+    two configurations of one file in a process)."""
     path = Path(derived_db)
     if not path.exists():
         return {}
-    with connect(path, read_only=True) as con:
+    with connect(path, read_only=read_only) as con:
         if not table_exists(con, CALIBRATION_TABLE):
             return {}
         rows = con.execute(
