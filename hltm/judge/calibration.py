@@ -8,8 +8,10 @@ locations, work mode, employment type, seniority, title family and recurring qua
 and turns them into *proposed soft requirements*:
 
 * **Seat first.** A value is usual when at least ``min_support`` of the seat's *past* projects
-  (the vacancy's own project does not count) and at least ``min_share`` of them show it. The
-  seat's aggregated facets carry the supporting project ids, so support and citations are exact.
+  (the vacancy's own project does not count) and at least ``min_share`` of them show it; a field
+  that takes one value (work mode, employment type, level, role) needs a strict majority, so a
+  recruiter split between two work modes gets neither proposed. The seat's aggregated facets
+  carry the supporting project ids, so support and citations are exact.
   The title family is read from the past projects' titles with the judge's own role lexicon.
 * **Contract second.** The organisation's usual value fills a field only where the seat has
   none of its own (support counted in seats).
@@ -178,6 +180,15 @@ def _facet_field(facet: dict[str, Any]) -> str:
     return lx.normalise_field(str(facet.get("field", "")))
 
 
+def _needed(field: str, of: int, settings: CalibrationSettings) -> float:
+    """Supporters a value needs out of ``of``: a share, or a strict majority for one-value
+    fields (so at most one value of such a field is ever usual)."""
+    share = settings.min_share * of
+    if field in SINGLE_VALUED:
+        share = max(share, of // 2 + 1)
+    return max(settings.min_support, share)
+
+
 def _seat_usual(
     seat: NodeView,
     projects: dict[str, NodeView],
@@ -188,14 +199,13 @@ def _seat_usual(
     past = sorted(n for n in projects if n != own_node)
     if not past:
         return []
-    need = max(settings.min_support, settings.min_share * len(past))
     out: list[Proposal] = []
     for facet in seat.facets:
         name = _facet_field(facet)
         if name not in FIELD_LABELS or name == "title_family":
             continue
         support = sorted(s for s in facet.get("support") or () if s in past)
-        if len(support) >= need:
+        if len(support) >= _needed(name, len(past), settings):
             value = lx.canonical(name, str(facet["value"]))
             out.append(
                 Proposal(name, value, len(support), len(past), "seat", (seat.node_id, *support))
@@ -206,7 +216,7 @@ def _seat_usual(
         for fam in {f for f in map(_family_of, titles) if f}:
             families.setdefault(fam, set()).add(node_id)
     for fam, support_set in sorted(families.items()):
-        if len(support_set) >= need:
+        if len(support_set) >= _needed("title_family", len(past), settings):
             support = sorted(support_set)
             label = FAMILY_BY_NAME[fam].label
             out.append(
@@ -230,14 +240,13 @@ def _contract_usual(
     the contract node is cited, never another recruiter's seat)."""
     if seats <= 0:
         return []
-    need = max(settings.min_support, settings.min_share * seats)
     out = []
     for facet in contract.facets:
         name = _facet_field(facet)
         if name not in ("location", "work_mode", "employment_type"):
             continue
         support = sorted(facet.get("support") or ())
-        if len(support) >= need:
+        if len(support) >= _needed(name, seats, settings):
             value = lx.canonical(name, str(facet["value"]))
             out.append(Proposal(name, value, len(support), seats, "contract", (contract.node_id,)))
     return out
