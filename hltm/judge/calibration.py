@@ -8,10 +8,10 @@ locations, work mode, employment type, seniority, title family and recurring qua
 and turns them into *proposed soft requirements*:
 
 * **Seat first.** A value is usual when at least ``min_support`` of the seat's *past* projects
-  (the vacancy's own project does not count) and at least ``min_share`` of them show it; a field
-  that takes one value (work mode, employment type, level, role) needs a strict majority, so a
-  recruiter split between two work modes gets neither proposed. The seat's aggregated facets
-  carry the supporting project ids, so support and citations are exact.
+  (the vacancy's own project does not count) and at least ``min_share`` of them show it; of a
+  field that takes one value (work mode, employment type, level, role) only the best-supported
+  value is kept (all of them on a tie). The seat's aggregated facets carry the supporting
+  project ids, so support and citations are exact.
   The title family is read from the past projects' titles with the judge's own role lexicon.
 * **Contract second.** The organisation's usual value fills a field only where the seat has
   none of its own (support counted in seats).
@@ -180,13 +180,18 @@ def _facet_field(facet: dict[str, Any]) -> str:
     return lx.normalise_field(str(facet.get("field", "")))
 
 
-def _needed(field: str, of: int, settings: CalibrationSettings) -> float:
-    """Supporters a value needs out of ``of``: a share, or a strict majority for one-value
-    fields (so at most one value of such a field is ever usual)."""
-    share = settings.min_share * of
-    if field in SINGLE_VALUED:
-        share = max(share, of // 2 + 1)
-    return max(settings.min_support, share)
+def _needed(of: int, settings: CalibrationSettings) -> float:
+    """Supporters a value needs out of ``of`` past projects (or seats)."""
+    return max(settings.min_support, settings.min_share * of)
+
+
+def _best_supported(proposals: list[Proposal]) -> list[Proposal]:
+    """Of each one-value field only the best-supported value(s); other fields as they are."""
+    top: dict[str, int] = {}
+    for p in proposals:
+        if p.field in SINGLE_VALUED:
+            top[p.field] = max(top.get(p.field, 0), p.support)
+    return [p for p in proposals if p.field not in top or p.support == top[p.field]]
 
 
 def _seat_usual(
@@ -205,7 +210,7 @@ def _seat_usual(
         if name not in FIELD_LABELS or name == "title_family":
             continue
         support = sorted(s for s in facet.get("support") or () if s in past)
-        if len(support) >= _needed(name, len(past), settings):
+        if len(support) >= _needed(len(past), settings):
             value = lx.canonical(name, str(facet["value"]))
             out.append(
                 Proposal(name, value, len(support), len(past), "seat", (seat.node_id, *support))
@@ -216,7 +221,7 @@ def _seat_usual(
         for fam in {f for f in map(_family_of, titles) if f}:
             families.setdefault(fam, set()).add(node_id)
     for fam, support_set in sorted(families.items()):
-        if len(support_set) >= _needed("title_family", len(past), settings):
+        if len(support_set) >= _needed(len(past), settings):
             support = sorted(support_set)
             label = FAMILY_BY_NAME[fam].label
             out.append(
@@ -230,7 +235,7 @@ def _seat_usual(
                 )  # fmt: skip
             )
     skills = sorted((p for p in out if p.field == "skill"), key=lambda p: (-p.support, p.value))
-    return [p for p in out if p.field != "skill"] + skills[: settings.max_skills]
+    return _best_supported([p for p in out if p.field != "skill"]) + skills[: settings.max_skills]
 
 
 def _contract_usual(
@@ -246,10 +251,10 @@ def _contract_usual(
         if name not in ("location", "work_mode", "employment_type"):
             continue
         support = sorted(facet.get("support") or ())
-        if len(support) >= _needed(name, seats, settings):
+        if len(support) >= _needed(seats, settings):
             value = lx.canonical(name, str(facet["value"]))
             out.append(Proposal(name, value, len(support), seats, "contract", (contract.node_id,)))
-    return out
+    return _best_supported(out)
 
 
 # ------------------------------------------------------------------------ the vacancy's word
