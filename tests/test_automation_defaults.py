@@ -90,3 +90,21 @@ def test_a_fresh_daemon_after_the_demo_launches_no_llm_run(after_demo) -> None: 
     with connect(settings.derived_db) as con:
         assert con.execute("SELECT count(*) FROM judge_scores").fetchone() == scores_before
     assert len(load_calibrations(settings.derived_db)) == 3
+
+    # the asset itself (the UI's Materialize on one vacancy) stores and shows the same result
+    from assets.calibration import vacancy_calibration
+
+    instance.add_dynamic_partitions("vacancies", ["v001"])
+    result = dg.materialize(
+        [vacancy_calibration],
+        partition_key="v001",
+        instance=instance,
+        resources=_resources(settings),
+    )
+    (event,) = result.get_asset_materialization_events()
+    meta = event.materialization.metadata
+    assert meta["summary"].value.startswith("from your")  # type: ignore[attr-defined]
+    assert (
+        meta["vacancy_version"].value
+        == load_calibrations(settings.derived_db)["v001"].vacancy_version
+    )  # type: ignore[attr-defined]
