@@ -3,6 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export HLTM_DATA_DIR ?= $(CURDIR)/data
+PORT ?= 3000
 
 .PHONY: setup demo test lint ui bench clean
 
@@ -24,9 +25,9 @@ test: setup  ## lint, validate the code location, run the test suite
 	$(BIN)/dagster definitions validate -m definitions
 	$(BIN)/python -m pytest
 
-ui: setup  ## the Dagster UI on http://127.0.0.1:3000 (persistent instance in $(DAGSTER_HOME))
+ui: setup  ## the Dagster UI on http://127.0.0.1:$(PORT) (persistent instance in $(DAGSTER_HOME))
 	@$(BIN)/hltm dagster-home >/dev/null
-	$(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/dagster dev -w workspace.yaml -p $(PORT)
 
 clean:
 	rm -rf data .dagster_home

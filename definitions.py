@@ -5,7 +5,8 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.analysis import ANALYSIS_ASSETS
-from assets.evaluation import EVALUATION_ASSETS
+from assets.calibration import CALIBRATION_ASSETS, CALIBRATION_JOBS
+from assets.evaluation import EVALUATION_ASSETS, EVALUATION_JOBS
 from assets.judge import JUDGE_ASSETS, JUDGE_CHECKS, JUDGE_JOBS, JUDGE_RESOURCES
 from assets.memory import MEMORY_ASSETS, MEMORY_JOBS, MemoryTreeResource
 from assets.patterns import PATTERN_ASSETS, PATTERN_JOBS
@@ -23,12 +24,21 @@ defs = dg.Definitions(
         *MEMORY_ASSETS,
         *EVALUATION_ASSETS,
         *JUDGE_ASSETS,
+        *CALIBRATION_ASSETS,
         *PATTERN_ASSETS,
         *PROBE_ASSETS,
         *ANALYSIS_ASSETS,
     ],
     asset_checks=[*JUDGE_CHECKS],
-    jobs=[observe_sources_job, *MEMORY_JOBS, *JUDGE_JOBS, *PATTERN_JOBS, *PROBE_JOBS],
+    jobs=[
+        observe_sources_job,
+        *MEMORY_JOBS,
+        *JUDGE_JOBS,
+        *CALIBRATION_JOBS,
+        *EVALUATION_JOBS,
+        *PATTERN_JOBS,
+        *PROBE_JOBS,
+    ],
     sensors=[source_changes, *JUDGE_SENSORS],
     schedules=[*JUDGE_SCHEDULES, *ANALYSIS_SCHEDULES],
     resources={

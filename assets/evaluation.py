@@ -121,4 +121,14 @@ def memory_evaluation(
     return dg.MaterializeResult(metadata=metadata, check_results=checks)
 
 
+# Everything that measures the platform on the current data, in one run (the demo runs it with
+# small settings so a first `hltm demo` leaves the whole asset graph materialised).
+evaluate_platform_job = dg.define_asset_job(
+    "evaluate_platform",
+    selection=dg.AssetSelection.assets(memory_evaluation)
+    | dg.AssetSelection.assets(dg.AssetKey("golden_evaluation"), dg.AssetKey("judge_stats_report")),
+    description="The golden set, the memory evaluation and the judge statistics report.",
+)
+
 EVALUATION_ASSETS = [memory_evaluation]
+EVALUATION_JOBS = [evaluate_platform_job]

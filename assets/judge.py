@@ -92,7 +92,7 @@ def make_env(
 
 
 def _vacancy(env: JudgeEnv, vacancy_id: str):  # type: ignore[no-untyped-def]
-    found = load_vacancies(env.sources_db, [vacancy_id])
+    found = load_vacancies(env.sources_db, [vacancy_id], calibration_db=env.derived_db)
     if not found:
         raise dg.Failure(f"vacancy {vacancy_id} is not in the sources (deleted?)")
     return found[0]
@@ -228,14 +228,14 @@ def candidate_pools(
     judge: JudgeSettingsResource,
 ) -> dg.MaterializeResult:
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
-    result = _build_pool(env, _vacancy(env, context.partition_key), context.run_id)
+    result = _build_pool(env, _vacancy(env, context.partition_key), context.run.run_id)
     return dg.MaterializeResult(metadata=pool_metadata(result))
 
 
 @dg.asset(
     group_name=JUDGE_GROUP,
     partitions_def=VACANCIES,
-    deps=[candidate_pools],
+    deps=[candidate_pools, dg.AssetKey("vacancy_calibration")],
     kinds={"duckdb", "openai"},
     description="The judge's verdict on every pool pair: five scores, a checklist with "
     "validated verbatim quotes. Score cache (append-only), budget of cold evaluations, workers.",
@@ -252,7 +252,7 @@ def judge_scores(
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
     vacancy = _vacancy(env, context.partition_key)
     report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
-                    run_id=context.run_id)  # fmt: skip
+                    run_id=context.run.run_id)  # fmt: skip
     for rid, reason in report.failures[:20]:
         context.log.warning(f"judging {vacancy.vacancy_id} × {rid} failed: {reason}")
     if report.deferred:
@@ -299,7 +299,7 @@ def rankings(
     env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
     vacancy = _vacancy(env, context.partition_key)
     try:
-        publication = _publish(env, vacancy, run_id=context.run_id)
+        publication = _publish(env, vacancy, run_id=context.run.run_id)
     except PermissionError as err:
         raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env.config)) from None
     log_publication(context.log, vacancy.vacancy_id, publication)
@@ -340,9 +340,9 @@ def golden_evaluation(
 
     report = evaluate_golden(
         load_golden(), llm.judge(), embeddings.get(), derived_db.path,
-        reasoning_effort=llm.reasoning_effort, workers=judge.workers, run_id=context.run_id,
+        reasoning_effort=llm.reasoning_effort, workers=judge.workers, run_id=context.run.run_id,
     )  # fmt: skip
-    save_report(derived_db.path, report, context.run_id)
+    save_report(derived_db.path, report, context.run.run_id)
     meta: dict[str, Any] = {
         "table": dg.MetadataValue.md(report.table()),
         "per_vacancy": dg.MetadataValue.md(report.per_vacancy_table()),
@@ -421,7 +421,7 @@ def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> 
 
     summary = judge_all(
         env, ids, budget=config.budget or judge.budget, workers=config.workers or judge.workers,
-        run_id=context.run_id, on_vacancy=on_vacancy,
+        run_id=context.run.run_id, on_vacancy=on_vacancy,
     )  # fmt: skip
     if summary.index is not None:
         context.log_event(
@@ -471,7 +471,6 @@ def judge_refresh_job() -> None:
 judge_vacancy_job = dg.define_asset_job(
     "judge_vacancy",
     selection=dg.AssetSelection.assets(candidate_pools, judge_scores, rankings),
-    partitions_def=VACANCIES,
     description="One vacancy partition: pool → judge scores → (blocking gate) → rankings.",
 )
 

@@ -21,6 +21,7 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext, OpExecutionContext
 
+from assets.patterns import MEMORY_HINTS_KEY
 from assets.sources import source_key
 from hltm.deletion import compact_chroma_log
 from hltm.memory import MemoryBuilder, MemoryConfig, MemoryStore, load_hints
@@ -146,8 +147,15 @@ def _materialize_node(
         raise MemoryBuildError([report])
     if report.status == "deleted":
         context.log.warning(f"{node_id} is no longer in the sources: its memory was purged")
+    status = report.status
+    if status == "current":  # nothing rebuilt: record what the store holds, not zeros
+        stored = builder.store.nodes([node_id])[node_id]
+        report.facets, report.qa = len(stored.facets), len(stored.qa)
+        report.summaries = 1 if stored.summary_short else 0
+        status = "current, not rebuilt (item counts are the stored node's)"
+        context.log.info(f"{node_id} is current (version {report.version}): nothing rebuilt")
     return dg.MaterializeResult(
-        metadata={**node_metadata(report), "status": report.status},
+        metadata={**node_metadata(report), "status": status},
         data_version=dg.DataVersion(report.version or "deleted"),
     )
 
@@ -188,17 +196,22 @@ def _all_of(level: str) -> dg.AssetDep:
 project_memory = _memory_asset(
     "project",
     [
-        source_key(t)
-        for t in (
-            "projects",
-            "project_documents",
-            "recruiter_actions",
-            "vacancies",
-            "vacancy_requirements",
-        )
+        # The released hints are an input of every node's version (seats and contracts
+        # inherit the edge through their children).
+        MEMORY_HINTS_KEY,
+        *(
+            source_key(t)
+            for t in (
+                "projects",
+                "project_documents",
+                "recruiter_actions",
+                "vacancies",
+                "vacancy_requirements",
+            )
+        ),
     ],
     "Leaf memory of one hiring project: facets, QA pairs and summaries extracted "
-    "from its documents, vacancies and recruiter actions.",
+    "from its documents, vacancies and recruiter actions, with the released memory hints.",
 )
 seat_memory = _memory_asset(
     "seat",

@@ -1,14 +1,24 @@
-"""The judge's automation: keep ``vacancies`` partitions in sync, re-rank changed vacancies at
-once, and run the whole judge nightly.
+"""The judge's automation: keep ``vacancies`` partitions in sync, calibrate and re-rank changed
+vacancies, re-calibrate after memory changes, and (when switched on) judge everything nightly.
 
-* `vacancy_changes` (sensor) — reads the sources read-only; adds a ``vacancies`` partition for
-  every new vacancy and deletes those of removed vacancies (≤ 25,000 requests per evaluation,
-  Dagster's advice; the rest on the next ticks); requests one `judge_refresh` run for the
-  vacancies that are new or whose version key changed (run key = sha1 of that set and their
-  versions, so a retick never duplicates a run). Resume changes are left to the nightly run:
-  they touch every pool, and the score cache makes that run cost only the changed pairs.
-* `judge_nightly` (schedule, `HLTM_JUDGE_CRON`, default 02:00 every day) — `judge_refresh` over
-  every vacancy, one budget of cold evaluations for the night.
+Nothing here spends LLM budget unasked (issue 11):
+
+* `vacancy_changes` (sensor, on by default) — its **first evaluation adopts the current
+  vacancies as the baseline**: it syncs the ``vacancies`` partitions and requests no run, so
+  starting the daemon after `hltm demo` (or on any existing data) judges nothing. Afterwards,
+  each vacancy that is new or whose own version key changed is first calibrated from memory (a
+  `calibrate_vacancies` run, no LLM call) and, once its calibration matches its text, re-ranked
+  by one `judge_refresh` run (run key = sha1 of the set and versions, so a retick never
+  duplicates a run). Cost per tick: nothing when no vacancy changed; otherwise one cold
+  evaluation per new pool pair of the changed vacancies (≈ 100–250 LLM calls per new vacancy).
+  Resume changes are left to the nightly run: they touch every pool, and the score cache makes
+  that run cost only the changed pairs.
+* `memory_calibration` (sensor, on by default) — re-calibrates the vacancies whose seat or
+  contract memory changed since their calibration (no LLM call). The judge re-judges a vacancy
+  only when its proposals — not merely the memory versions — changed, on its next run.
+* `judge_nightly` (schedule, **stopped by default**; `HLTM_JUDGE_CRON`, default 02:00) —
+  `judge_refresh` over every vacancy: up to `HLTM_JUDGE_BUDGET` (3,000) cold evaluations a
+  night. Switch it on in the UI (*Automation*) or `dagster schedule start judge_nightly`.
 """
 
 from __future__ import annotations
@@ -18,9 +28,13 @@ import json
 
 import dagster as dg
 
+from assets.calibration import calibrate_vacancies_job
 from assets.judge import VACANCIES, judge_refresh_job
+from hltm.judge.calibration import load_calibrations
 from hltm.judge.data import vacancy_ids
 from hltm.settings import judge_cron
+from hltm.memory.store import read_built
+from hltm.warehouse import connect
 from resources import WarehouseResource
 
 MAX_PARTITION_REQUESTS = 25_000
@@ -34,62 +48,137 @@ def _cursor(raw: str | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-@dg.sensor(
-    name="vacancy_changes",
-    job=judge_refresh_job,
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Adds/removes `vacancies` partitions from the sources and re-ranks new or "
-    "changed vacancies (one judge_refresh run per change set).",
-)
-def vacancy_changes(
-    context: dg.SensorEvaluationContext, sources_db: WarehouseResource
-) -> dg.SensorResult | dg.SkipReason:
-    if not sources_db.path.exists():
-        return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
-    current = vacancy_ids(sources_db.path)
-    previous = _cursor(context.cursor)
-    partitions = set(context.instance.get_dynamic_partitions(VACANCIES.name))
+def _digest(versions: dict[str, str]) -> str:
+    return hashlib.sha1(json.dumps(versions, sort_keys=True).encode()).hexdigest()
+
+
+def _partition_requests(
+    instance: dg.DagsterInstance, current: dict[str, str]
+) -> list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]:
+    partitions = set(instance.get_dynamic_partitions(VACANCIES.name))
     add = sorted(set(current) - partitions)[:MAX_PARTITION_REQUESTS]
     budget_left = MAX_PARTITION_REQUESTS - len(add)
     delete = sorted(partitions - set(current))[: max(0, budget_left)]
-    changed = sorted(v for v, version in current.items() if previous.get(v) != version)
-    requests = []
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     if add:
         requests.append(VACANCIES.build_add_request(add))
     if delete:
         requests.append(VACANCIES.build_delete_request(delete))
+    return requests
+
+
+def _calibrate_request(versions: dict[str, str], reason: str) -> dg.RunRequest:
+    return dg.RunRequest(
+        run_key=f"calibrate-{_digest(versions)}",
+        job_name=calibrate_vacancies_job.name,
+        run_config={
+            "ops": {"calibrate_all_vacancies": {"config": {"vacancies": sorted(versions)}}}
+        },
+        tags={"hltm/calibration": reason},
+    )
+
+
+@dg.sensor(
+    name="vacancy_changes",
+    jobs=[judge_refresh_job, calibrate_vacancies_job],
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Adds/removes `vacancies` partitions from the sources; calibrates, then re-ranks "
+    "new or changed vacancies. Its first evaluation adopts the current vacancies as the "
+    "baseline (no run, no LLM call).",
+)
+def vacancy_changes(
+    context: dg.SensorEvaluationContext,
+    sources_db: WarehouseResource,
+    derived_db: WarehouseResource,
+) -> dg.SensorResult | dg.SkipReason:
+    if not sources_db.path.exists():
+        return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
+    current = vacancy_ids(sources_db.path)
+    requests = _partition_requests(context.instance, current)
+    if context.cursor is None:
+        return dg.SensorResult(
+            dynamic_partitions_requests=requests,
+            cursor=json.dumps(current, sort_keys=True),
+            skip_reason=f"first evaluation: adopted {len(current)} vacancies as the baseline"
+            " (nothing judged; `hltm judge run` or the nightly schedule judges them)",
+        )
+    previous = _cursor(context.cursor)
+    changed = {v: version for v, version in current.items() if previous.get(v) != version}
+    calibrations = load_calibrations(derived_db.path, sorted(changed), read_only=True)
+    ready = {
+        v: version
+        for v, version in changed.items()
+        if v in calibrations and calibrations[v].vacancy_version == version
+    }
+    waiting = {v: version for v, version in changed.items() if v not in ready}
     runs = []
-    if changed:
-        digest = hashlib.sha1(
-            json.dumps({v: current[v] for v in changed}, sort_keys=True).encode()
-        ).hexdigest()
+    if waiting:
+        runs.append(_calibrate_request(waiting, "vacancy_changes"))
+    if ready:
         runs.append(
             dg.RunRequest(
-                run_key=f"vacancies-{digest}",
-                run_config={"ops": {"judge_all_vacancies": {"config": {"vacancies": changed}}}},
+                run_key=f"vacancies-{_digest(ready)}",
+                job_name=judge_refresh_job.name,
+                run_config={
+                    "ops": {"judge_all_vacancies": {"config": {"vacancies": sorted(ready)}}}
+                },
                 tags={"hltm/judge": "vacancy_changes"},
             )
         )
-    if not (requests or runs) and previous == current:
+    # Judged vacancies advance the cursor; those still being calibrated stay "changed".
+    cursor = {v: version for v, version in previous.items() if v in current and v not in waiting}
+    cursor.update(ready)
+    if not (requests or runs) and cursor == previous:
         return dg.SkipReason("no vacancy added, changed or removed")
     return dg.SensorResult(
         run_requests=runs,
         dynamic_partitions_requests=requests,
-        cursor=json.dumps(current, sort_keys=True),
+        cursor=json.dumps(cursor, sort_keys=True),
     )
+
+
+def _memory_versions(derived_db: WarehouseResource) -> dict[str, str]:
+    with connect(derived_db.path, read_only=True) as con:
+        return {node_id: built.version for node_id, built in read_built(con).items()}
+
+
+@dg.sensor(
+    name="memory_calibration",
+    job=calibrate_vacancies_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Re-calibrates the vacancies whose seat or contract memory changed since their "
+    "calibration (no LLM call; the judge re-judges only vacancies whose proposals changed).",
+)
+def memory_calibration(
+    context: dg.SensorEvaluationContext, derived_db: WarehouseResource
+) -> dg.SensorResult | dg.SkipReason:
+    if not derived_db.path.exists():
+        return dg.SkipReason(f"no derived store yet ({derived_db.path} does not exist)")
+    calibrations = load_calibrations(derived_db.path, read_only=True)
+    memory = _memory_versions(derived_db)
+    stale = {
+        vid: _digest({n: memory.get(n, "") for n in cal.memory_versions})
+        for vid, cal in calibrations.items()
+        if any(memory.get(n, "") != v for n, v in cal.memory_versions.items())
+    }
+    if not stale:
+        return dg.SkipReason(f"{len(calibrations)} calibrations match the current memory")
+    context.log.info(f"memory changed under {len(stale)} calibrated vacancies")
+    return dg.SensorResult(run_requests=[_calibrate_request(stale, "memory_calibration")])
 
 
 judge_nightly = dg.ScheduleDefinition(
     name="judge_nightly",
     job=judge_refresh_job,
     cron_schedule=judge_cron(),
-    default_status=dg.DefaultScheduleStatus.RUNNING,
+    default_status=dg.DefaultScheduleStatus.STOPPED,  # up to 3,000 LLM calls a night
     run_config={"ops": {"judge_all_vacancies": {"config": {"vacancies": []}}}},
     tags={"hltm/judge": "nightly"},
     description="Every night: refresh the resume index and pools, judge only new pairs (score "
     "cache) within the budget of cold evaluations, gate, publish rankings to the journal.",
 )
 
-JUDGE_SENSORS = [vacancy_changes]
+JUDGE_SENSORS = [vacancy_changes, memory_calibration]
 JUDGE_SCHEDULES = [judge_nightly]

@@ -89,35 +89,40 @@ def test_definitions_load_with_the_judge() -> None:
 
 
 def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]
-    resources = {"sources_db": _resources(world)["sources_db"]}
-    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
-        result = vacancy_changes(ctx)
-    assert isinstance(result, dg.SensorResult)
+    from hltm.judge.calibration import calibrate_vacancies, store_calibrations
+
+    resources = {k: _resources(world)[k] for k in ("sources_db", "derived_db")}
+
+    def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
+        with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as ctx:
+            return vacancy_changes(ctx)
+
+    # the first tick adopts the current vacancies as the baseline: partitions, no run
+    result = tick(None)
+    assert isinstance(result, dg.SensorResult) and not result.run_requests
     added = result.dynamic_partitions_requests[0]
     assert sorted(added.partition_keys) == ["v001", "v002", "v003"]
-    (run,) = result.run_requests
-    assert run.run_config["ops"]["judge_all_vacancies"]["config"]["vacancies"] == [
-        "v001",
-        "v002",
-        "v003",
-    ]
-    # nothing changed → skip; a vacancy edit → a run for that vacancy only
+    # nothing changed → skip; a vacancy edit → calibrate it first, then a run for it only
     instance.add_dynamic_partitions(VACANCIES.name, added.partition_keys)
-    again = vacancy_changes(
-        dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
-    )
-    assert isinstance(again, dg.SkipReason)
+    assert isinstance(tick(result.cursor), dg.SkipReason)
     with connect(world.sources_db) as con:
         con.execute(
             "UPDATE vacancies SET version = version + 1, text = text || ' Go.' WHERE vacancy_id = 'v002'"
         )
-    changed = vacancy_changes(
-        dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
-    )
+    changed = tick(result.cursor)
     assert isinstance(changed, dg.SensorResult)
-    assert changed.run_requests[0].run_config["ops"]["judge_all_vacancies"]["config"][
-        "vacancies"
-    ] == ["v002"]
+    (calibrate,) = changed.run_requests
+    assert calibrate.job_name == "calibrate_vacancies"
+    assert calibrate.run_config["ops"]["calibrate_all_vacancies"]["config"]["vacancies"] == ["v002"]
+    store_calibrations(
+        world.derived_db,
+        calibrate_vacancies(world.sources_db, world.derived_db, load_vacancies(world.sources_db)),
+    )
+    judged = tick(changed.cursor)
+    assert isinstance(judged, dg.SensorResult)
+    (run,) = judged.run_requests
+    assert run.job_name == "judge_refresh"
+    assert run.run_config["ops"]["judge_all_vacancies"]["config"]["vacancies"] == ["v002"]
 
 
 def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]

@@ -273,7 +273,7 @@ def plan(
 ) -> ProbePlan:
     """Pick each active vacancy's sample and estimate the cost; nothing is judged."""
     settings = settings or ProbeSettings.from_env()
-    vacancies = load_vacancies(sources_db, vacancy_ids)
+    vacancies = load_vacancies(sources_db, vacancy_ids, calibration_db=derived_db)
     resumes = load_resumes(sources_db)
     layers: dict[str, list[Resume]] = {}
     for r in resumes:

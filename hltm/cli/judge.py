@@ -97,6 +97,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
         f" {totals['held']} held (the live ranking was more complete)"
     ]
     if shown:
+        lines.append(calibration_line(shown))
         lines.append(f"top of {shown}:")
         lines += _top_lines(shown)
     return "\n".join(lines)
@@ -120,8 +121,8 @@ def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
 @click.option("--top", default=10, show_default=True)
 @click.option("--quotes", default=2, show_default=True, help="Quotes shown per candidate.")
 def show(vacancy_id: str, top: int, quotes: int) -> None:
-    """The current ranking of VACANCY_ID with the evidence behind it (refused when the
-    `rankings` table no longer matches the journal)."""
+    """The current ranking of VACANCY_ID with the evidence behind it and what memory added
+    (refused when the `rankings` table no longer matches the journal)."""
     from hltm.judge.journal import ranking_problems
 
     problems = ranking_problems(settings().derived_db, vacancy_id)
@@ -130,7 +131,18 @@ def show(vacancy_id: str, top: int, quotes: int) -> None:
     lines = _top_lines(vacancy_id, top, quotes)
     if not lines:
         fail(f"no published ranking for {vacancy_id} (run `hltm judge run -v {vacancy_id}`)")
+    click.echo(calibration_line(vacancy_id))
     click.echo("\n".join(lines))
+
+
+def calibration_line(vacancy_id: str) -> str:
+    """ "from your past projects: usually …" for a vacancy, or why there is nothing."""
+    from hltm.judge.calibration import load_calibrations
+
+    cal = load_calibrations(settings().derived_db, [vacancy_id]).get(vacancy_id)
+    if cal is None:
+        return f"{vacancy_id}: not calibrated yet (the `vacancy_calibration` asset)"
+    return f"{vacancy_id} — {cal.sentence()}"
 
 
 @judge.command(name="as-of")
@@ -260,6 +272,42 @@ def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:
         f" {pins['cosine_strict_p10']['hits']}/{pins['cosine_strict_p10']['shown']},"
         f" soft {pins['cosine_soft_p10']['hits']}/{pins['cosine_soft_p10']['shown']}"
     )
+
+
+@judge.group()
+def calibration() -> None:
+    """Vacancy calibration from memory: what past projects usually want."""
+
+
+@calibration.command(name="evaluate")
+@click.option("--world", "world_dir", type=click.Path(path_type=Path), default=None,
+              help="Directory with ground_truth.json (default: <data dir>/world).")  # fmt: skip
+@click.option("--workers", default=5, show_default=True)
+def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
+    """Preference precision/recall against the world's seats, and golden P@10 with and without
+    calibration (run after `hltm demo`: the memory must be the golden world's)."""
+    from hltm.embeddings import make_embedder
+    from hltm.judge.calibration_eval import evaluate_calibration
+    from hltm.judge.golden import evaluate_golden, load_golden
+    from hltm.llm import make_llm
+
+    cfg = settings()
+    llm, embedder = make_llm(cfg, model=cfg.judge_model), make_embedder(cfg)
+
+    def judge_set(gs):  # type: ignore[no-untyped-def]
+        return evaluate_golden(
+            gs, llm, embedder, cfg.derived_db, reasoning_effort=cfg.reasoning_effort,
+            workers=workers, run_id="calibration",
+        )  # fmt: skip
+
+    try:
+        report = evaluate_calibration(
+            load_golden(), world_dir or cfg.data_dir / "world", cfg.sources_db, cfg.derived_db,
+            judge_set,
+        )  # fmt: skip
+    except FileNotFoundError as err:
+        fail(str(err))
+    click.echo(report.table())
 
 
 COMMANDS = [judge]

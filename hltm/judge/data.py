@@ -4,6 +4,11 @@ A vacancy's *version key* is its `version` column plus a hash of what the judge 
 text, requirements): the score cache is keyed by it, so a vacancy whose requirements were edited
 without a version bump is still re-judged, and an unchanged vacancy never is. A resume is keyed
 by its `content_hash` from ingest (sha1 of its own columns).
+
+A vacancy may also carry soft requirements proposed by its calibration from memory
+(`hltm.judge.calibration`): they are `Requirement(origin="memory")`, never mandatory, judged
+like the others, and the calibration's version is appended to the version key, so a memory
+change that changes the proposals re-judges that vacancy and no other.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,11 +37,16 @@ __all__ = [
 ]
 
 
+VACANCY_ORIGIN = "vacancy"
+MEMORY_ORIGIN = "memory"
+
+
 @dataclass(frozen=True)
 class Requirement:
     requirement_id: str
     text: str
     mandatory: bool
+    origin: str = VACANCY_ORIGIN  # or MEMORY_ORIGIN: proposed by the calibration, soft
 
 
 @dataclass(frozen=True)
@@ -47,18 +57,45 @@ class Vacancy:
     text: str
     requirements: tuple[Requirement, ...] = ()
     project_id: str | None = None
+    calibration_version: str = ""  # set with the memory items by `calibrated`
 
     @property
-    def version_key(self) -> str:
+    def own_requirements(self) -> tuple[Requirement, ...]:
+        """The requirements the vacancy itself states (not proposed by memory)."""
+        return tuple(r for r in self.requirements if r.origin == VACANCY_ORIGIN)
+
+    @property
+    def memory_requirements(self) -> tuple[Requirement, ...]:
+        return tuple(r for r in self.requirements if r.origin == MEMORY_ORIGIN)
+
+    @property
+    def own_version_key(self) -> str:
+        """The version of what the vacancy itself says (the calibration is keyed by it)."""
         body = json.dumps(
             [
                 self.title,
                 self.text,
-                [[r.requirement_id, r.text, r.mandatory] for r in self.requirements],
+                [[r.requirement_id, r.text, r.mandatory] for r in self.own_requirements],
             ],
             ensure_ascii=False,
         )
         return f"{self.version}:{hashlib.sha1(body.encode('utf-8')).hexdigest()[:12]}"
+
+    @property
+    def version_key(self) -> str:
+        """The version the judge's cache and the journal are keyed by: the vacancy's own, plus
+        the calibration version when memory proposed items."""
+        own = self.own_version_key
+        return f"{own}+cal:{self.calibration_version}" if self.calibration_version else own
+
+    def calibrated(self, items: Sequence[Requirement], version: str) -> Vacancy:
+        """This vacancy with memory-proposed soft items (replacing any earlier ones)."""
+        memory = tuple(replace(r, mandatory=False, origin=MEMORY_ORIGIN) for r in items)
+        return replace(
+            self,
+            requirements=self.own_requirements + memory,
+            calibration_version=version if memory else "",
+        )
 
     def vector_query(self) -> str:
         """What the vector search embeds: the vacancy as posted."""
@@ -67,7 +104,7 @@ class Vacancy:
     def bm25_query(self) -> str:
         """What BM25 searches with: the title and the requirements (formalities left out), where
         the rare exact terms live — not the boilerplate about salary and interview steps."""
-        reqs = [r.text for r in self.requirements if not is_formal(r.text)]
+        reqs = [r.text for r in self.own_requirements if not is_formal(r.text)]
         return "\n".join([self.title, *reqs]) if reqs else self.vector_query()
 
 
@@ -134,15 +171,27 @@ def _vacancies(con: duckdb.DuckDBPyConnection, ids: Sequence[str] | None) -> lis
     ]
 
 
-def load_vacancies(sources_db: Path | str, ids: Sequence[str] | None = None) -> list[Vacancy]:
-    """Vacancies (with requirements) from the sources, all or the given ids, by id."""
+def load_vacancies(
+    sources_db: Path | str,
+    ids: Sequence[str] | None = None,
+    calibration_db: Path | str | None = None,
+) -> list[Vacancy]:
+    """Vacancies (with requirements) from the sources, all or the given ids, by id.
+
+    With ``calibration_db`` (the derived DuckDB), each vacancy carries the memory items of its
+    stored calibration when that calibration was made for the vacancy's current text."""
     with connect(sources_db, read_only=True) as con:
-        return _vacancies(con, ids)
+        vacancies = _vacancies(con, ids)
+    if calibration_db is None:
+        return vacancies
+    from hltm.judge.calibration import apply_stored
+
+    return apply_stored(calibration_db, vacancies)
 
 
 def vacancy_ids(sources_db: Path | str) -> dict[str, str]:
-    """vacancy id → version key, for every vacancy in the sources (sensors read this)."""
-    return {v.vacancy_id: v.version_key for v in load_vacancies(sources_db)}
+    """vacancy id → own version key, for every vacancy in the sources (sensors read this)."""
+    return {v.vacancy_id: v.own_version_key for v in load_vacancies(sources_db)}
 
 
 def load_resumes(

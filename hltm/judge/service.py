@@ -306,7 +306,7 @@ def judge_all(
     """
     started = time.perf_counter()
     summary = RunSummary(index=refresh_index(env) if refresh else None, budget=budget)
-    vacancies = load_vacancies(env.sources_db, vacancy_ids)
+    vacancies = load_vacancies(env.sources_db, vacancy_ids, calibration_db=env.derived_db)
     for vacancy in vacancies:
         result = build_vacancy_pool(env, vacancy, run_id)
         summary.pools[vacancy.vacancy_id] = result

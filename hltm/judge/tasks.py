@@ -84,6 +84,8 @@ def build_payload(vacancy: Any, resume: Any) -> dict[str, Any]:
             "text": vacancy.text,
             "requirements": [
                 {"id": r.requirement_id, "text": r.text, "mandatory": r.mandatory}
+                # a soft item the calibration proposed from the recruiter's past projects
+                | ({"from_memory": True} if getattr(r, "origin", "") == "memory" else {})
                 for r in vacancy.requirements
             ],
         },

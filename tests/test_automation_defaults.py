@@ -1,0 +1,110 @@
+"""Nothing spends LLM budget unasked: after a demo-like session, a fresh daemon's first ticks of
+every sensor that starts on launch no run that makes an LLM call, and every schedule that would
+spend LLM calls starts stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from assets.calibration import calibrate_vacancies_job
+from assets.judge import JUDGE_RESOURCES, judge_refresh_job
+from assets.memory import MemoryTreeResource, rebuild_memory_tree
+from hltm.judge.calibration import load_calibrations
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
+from hltm.warehouse import connect
+from resources import build_resources
+from tests.test_judge_dagster import tiny_world  # noqa: F401  (the fixture, embeddings cached)
+
+# Jobs whose runs call the LLM (memory extraction and aggregation, the judge, the probe).
+LLM_JOBS = {
+    "judge_refresh",
+    "judge_vacancy",
+    "recall_probe_job",
+    "refresh_memory_tree",
+    "rebuild_memory_tree",
+}
+
+
+def _defs() -> dg.Definitions:
+    from definitions import defs
+
+    return defs
+
+
+def test_schedules_that_spend_llm_calls_start_stopped() -> None:
+    schedules = _defs().get_repository_def().schedule_defs
+    for schedule in schedules:
+        if schedule.job_name in LLM_JOBS:
+            assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED, schedule.name
+    names = {s.name: s.default_status for s in schedules}
+    assert names["judge_nightly"] == names["recall_probe_schedule"]
+    assert names["query_patterns_schedule"] == dg.DefaultScheduleStatus.RUNNING  # no LLM call
+
+
+@pytest.fixture
+def after_demo(tiny_world: Path, settings: Settings) -> tuple[Settings, dg.DagsterInstance]:  # noqa: F811
+    """The state `hltm demo` leaves: memory built, vacancies calibrated, judged under a budget
+    that defers pairs — on an instance whose sensors have never ticked."""
+    assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
+    resources = _resources(settings)
+    instance = dg.DagsterInstance.ephemeral()
+    for job, config in (
+        (rebuild_memory_tree, None),
+        (calibrate_vacancies_job, None),
+        (
+            judge_refresh_job,
+            {"ops": {"judge_all_vacancies": {"config": {"budget": 6, "workers": 2}}}},
+        ),
+    ):
+        result = job.execute_in_process(run_config=config, resources=resources, instance=instance)
+        assert result.success, job.name
+    totals = result.output_for_node("judge_all_vacancies")
+    assert totals["deferred"] > 0  # there is budget a careless tick could spend
+    return settings, instance
+
+
+def _resources(settings: Settings) -> dict[str, Any]:
+    return {**build_resources(settings), **JUDGE_RESOURCES, "memory_tree": MemoryTreeResource()}
+
+
+def test_a_fresh_daemon_after_the_demo_launches_no_llm_run(after_demo) -> None:  # type: ignore[no-untyped-def]
+    settings, instance = after_demo
+    with connect(settings.derived_db) as con:
+        scores_before = con.execute("SELECT count(*) FROM judge_scores").fetchone()
+    launched: dict[str, list[str]] = {}
+    sensors = _defs().get_repository_def().sensor_defs
+    running = [s for s in sensors if s.default_status == dg.DefaultSensorStatus.RUNNING]
+    assert {s.name for s in running} >= {"source_changes", "vacancy_changes", "memory_calibration"}
+    for sensor in running:
+        with dg.build_sensor_context(
+            instance=instance, resources=_resources(settings), cursor=None
+        ) as ctx:
+            data = sensor.evaluate_tick(ctx)
+        launched[sensor.name] = [r.job_name or sensor.job_name for r in data.run_requests or []]
+    assert launched == {"source_changes": [], "vacancy_changes": [], "memory_calibration": []}
+    with connect(settings.derived_db) as con:
+        assert con.execute("SELECT count(*) FROM judge_scores").fetchone() == scores_before
+    assert len(load_calibrations(settings.derived_db)) == 3
+
+    # the asset itself (the UI's Materialize on one vacancy) stores and shows the same result
+    from assets.calibration import vacancy_calibration
+
+    instance.add_dynamic_partitions("vacancies", ["v001"])
+    result = dg.materialize(
+        [vacancy_calibration],
+        partition_key="v001",
+        instance=instance,
+        resources=_resources(settings),
+    )
+    (event,) = result.get_asset_materialization_events()
+    meta = event.materialization.metadata
+    assert meta["summary"].value.startswith("from your")  # type: ignore[attr-defined]
+    assert (
+        meta["vacancy_version"].value
+        == load_calibrations(settings.derived_db)["v001"].vacancy_version
+    )  # type: ignore[attr-defined]

@@ -1,0 +1,101 @@
+"""What the UI shows is true.
+
+* The lineage it draws, read from the webserver's own GraphQL API over the real code location
+  (workspace.yaml, loaded in a code-server process as `dagster dev` does):
+  seat_memory → vacancy_calibration → judge_scores, and memory_hints → project_memory.
+* *Materialize* on a current memory partition reports the stored node, not zeroed counters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+from assets.memory import MEMORY_ASSETS, MemoryTreeResource
+from assets.sources import source_tables
+from hltm.memory.scenarios import read_world
+from hltm.settings import Settings
+from hltm.sources.generator import WorldSize, generate_world
+from hltm.sources.ingest import ingest_directory
+from resources import build_resources
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ASSET_EDGES = """
+query {
+  assetNodes {
+    assetKey { path }
+    dependencyKeys { path }
+    dependedByKeys { path }
+  }
+}
+"""
+
+
+def test_ui_lineage_joins_memory_calibration_and_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "data"))
+    with (
+        dg.instance_for_test(temp_dir=str(tmp_path)) as instance,
+        define_out_of_process_context(str(ROOT / "workspace.yaml"), None, instance) as context,
+    ):
+        result = execute_dagster_graphql(context, ASSET_EDGES)
+    assert not result.errors, result.errors
+    nodes = {
+        "/".join(n["assetKey"]["path"]): n
+        for n in result.data["assetNodes"]  # type: ignore[index]
+    }
+
+    def upstream(key: str) -> set[str]:
+        return {"/".join(k["path"]) for k in nodes[key]["dependencyKeys"]}
+
+    def downstream(key: str) -> set[str]:
+        return {"/".join(k["path"]) for k in nodes[key]["dependedByKeys"]}
+
+    assert {"seat_memory", "contract_memory"} <= upstream("vacancy_calibration")
+    assert "judge_scores" in downstream("vacancy_calibration")
+    assert "vacancy_calibration" in upstream("judge_scores")
+    assert "memory_hints" in upstream("project_memory")
+    assert "project_memory" in downstream("memory_hints")
+
+
+def test_materialize_on_a_current_partition_reports_what_is_stored(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """Pressing *Materialize* on an up-to-date memory partition rebuilds nothing and says so,
+    with the stored node's item counts (never "facets 0" for a node that holds items)."""
+    tiny = WorldSize(contracts=1, seats_per_contract=1, projects_per_seat=1, resumes=4, vacancies=1)
+    generate_world(tmp_path / "world", seed=5, size=tiny)
+    assert ingest_directory(tmp_path / "world", settings.sources_db).quarantined == 0
+    instance = dg.DagsterInstance.ephemeral()
+    project = read_world(settings.sources_db).projects
+    key = sorted(project)[0]
+    instance.add_dynamic_partitions("projects", [key])
+    resources = {**build_resources(settings), "memory_tree": MemoryTreeResource()}
+
+    def press() -> dict[str, Any]:
+        result = dg.materialize(
+            [*MEMORY_ASSETS, source_tables],
+            selection="project_memory",
+            partition_key=key,
+            instance=instance,
+            resources=resources,
+        )
+        (event,) = result.get_asset_materialization_events()
+        return {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+
+    built = press()
+    again = press()
+    assert built["status"] == "built" and built["facets"] > 0
+    assert again["status"].startswith("current, not rebuilt")
+    assert (again["facets"], again["qa_pairs"], again["summaries"]) == (
+        built["facets"],
+        built["qa_pairs"],
+        built["summaries"],
+    )
+    assert again["llm_calls"] == 0 and again["version"] == built["version"]
