@@ -32,8 +32,8 @@ from assets.calibration import calibrate_vacancies_job
 from assets.judge import VACANCIES, judge_refresh_job
 from hltm.judge.calibration import load_calibrations
 from hltm.judge.data import vacancy_ids
-from hltm.settings import judge_cron
 from hltm.memory.store import read_built
+from hltm.settings import judge_cron
 from hltm.warehouse import connect
 from resources import WarehouseResource
 

@@ -33,8 +33,8 @@ import pytest
 from hltm.llm import LLM, DeterministicBackend, Task, make_llm
 from hltm.query import tasks
 from hltm.query.access import create_token
-from hltm.query.engine import QueryEngine
 from hltm.query.api import MAX_QUESTION_CHARS
+from hltm.query.engine import QueryEngine
 from hltm.query.http import MAX_BODY_BYTES, ServeLimits, create_app
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
