@@ -22,6 +22,7 @@ question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,7 +99,11 @@ def parse_ask_body(raw: bytes) -> AskRequest | JSONResponse:
     """The validated ask body, or the 400 answer. Types are strict (`AskRequest`): `context`
     must be a JSON boolean (the string "no" is not false), ids must be non-empty strings."""
     try:
-        return AskRequest.model_validate_json(raw)
+        body: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "the body must be JSON")
+    try:
+        return AskRequest.model_validate(body)
     except ValidationError as err:
         return JSONResponse(invalid_body(err).model_dump(), status_code=400)
 
