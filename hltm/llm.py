@@ -65,10 +65,11 @@ Choices = Mapping[str, Sequence[str]]
 _STRING_TOKENS = 40
 _SCALAR_TOKENS = 4
 _LIST_ITEMS = 12
-_MIN_MAX_TOKENS = 256
+_MIN_MAX_TOKENS = 1024
 # Above this many allowed values an enum is not sent (OpenAI's strict mode caps enum sizes);
 # the ids are then still checked in code by the caller.
 MAX_ENUM_VALUES = 500
+REASONING_ALLOWANCE = 4096  # added to max_tokens when a reasoning effort is configured
 
 
 @dataclass(frozen=True)
@@ -483,7 +484,9 @@ class OpenAIBackend:
             system = f"{messages[0]['content']}\n\n{_SCHEMA_HINT}{schema}"
             messages[0] = {"role": "system", "content": system}
         kwargs["messages"] = messages
-        kwargs[profile.max_tokens_param] = request.max_tokens
+        # A reasoning model spends its completion budget on reasoning first.
+        extra = REASONING_ALLOWANCE if self._reasoning_effort else 0
+        kwargs[profile.max_tokens_param] = request.max_tokens + extra
         optional = {
             "temperature": self._temperature,
             "seed": request.seed,
