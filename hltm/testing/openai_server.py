@@ -319,12 +319,13 @@ def _text_of(content: Any) -> str:
 
 
 def _user_text(messages: list[Any]) -> str:
+    """All user turns (the payload's and any re-ask's), what a fault's `match` looks at."""
     texts = [
         _text_of(m.get("content"))
         for m in messages
         if isinstance(m, dict) and m.get("role") == "user"
     ]
-    return texts[-1] if texts else ""
+    return "\n".join(texts)
 
 
 def _schema_name(response_format: Any) -> str | None:
