@@ -313,25 +313,31 @@ class CallLimits:
 
 
 class Backend(Protocol):
-    name: str
-    limits: CallLimits
-    concurrency: int  # requests worth keeping in flight at once
+    """What `LLM` drives. `send` (one request) is the full interface; a backend with only
+    `complete(task, messages, model) -> str` (a rule-based one) is sent once, never retried."""
 
-    def send(self, request: Request) -> Reply:
-        """One request, no retries: the answer, or TransportError (or LLMError: final)."""
-        ...
+    name: str
+
+    def complete(self, task: Task[Any], messages: list[dict[str, str]], model: str) -> str: ...
+
+
+def _send(backend: Any, request: Request) -> Reply:
+    """One request: the answer, or TransportError (or LLMError, a final verdict)."""
+    send = getattr(backend, "send", None)
+    if send is not None:
+        return send(request)
+    text = backend.complete(request.task, request.messages, request.model)
+    return Reply(text, "stop", prompt_tokens(request.messages))
+
+
+_ONE_ATTEMPT = CallLimits(attempts=1)
 
 
 class DeterministicBackend:
     """The offline default: answers every task by rules, no model, same input → same bytes."""
 
     name = OFFLINE_BACKEND
-    limits = CallLimits(attempts=1)
     concurrency = 1  # CPU-bound: threads would only contend
-
-    def send(self, request: Request) -> Reply:
-        text = self.complete(request.task, request.messages, request.model)
-        return Reply(text, "stop", prompt_tokens(request.messages))
 
     def complete(self, task: Task[Any], messages: list[dict[str, str]], model: str) -> str:
         answer = task.offline(payload_from_messages(messages))
@@ -530,7 +536,7 @@ def _status_detail(err: Any) -> str:
     """The server's own error message (`{"error": {"message": ...}}`) when it sent one."""
     body = getattr(err, "body", None)
     if isinstance(body, dict) and body.get("message"):
-        return str(body["message"]).splitlines()[0][:300]
+        return " ".join(str(body["message"]).split())[:300]
     return _short(err)
 
 
@@ -599,7 +605,8 @@ class LLM:
 
     @property
     def concurrency(self) -> int:
-        return self.backend.concurrency
+        """Requests worth keeping in flight (1 for a backend that does not say)."""
+        return int(getattr(self.backend, "concurrency", 1))
 
     def snapshot(self) -> LLMUsage:
         with self._lock:
@@ -620,7 +627,7 @@ class LLM:
         """The validated answer, or LLMError once the attempts are spent; every request counts.
 
         `choices`: property name → allowed values (ids the answer may cite), sent as enums."""
-        limits = self.backend.limits
+        limits: CallLimits = getattr(self.backend, "limits", _ONE_ATTEMPT)
         base = task.messages(payload)
         messages = base
         schema = task.json_schema(choices) if self.backend.name != OFFLINE_BACKEND else {}
@@ -633,7 +640,7 @@ class LLM:
             request = Request(task, messages, self.model, schema, max_tokens, timeout_s, seed)
             started = time.perf_counter()
             try:
-                reply = self.backend.send(request)
+                reply = _send(self.backend, request)
             except TransportError as err:
                 self._count(err.prompt_tokens, 0, started, failed=True, retry=sent > 0)
                 sent += 1

@@ -802,6 +802,14 @@ class LocalOpenAIServer:
             return _error(
                 500, "The server had an error (injected fault).", "server_error", None, **headers
             )
+        if fault.kind == "reject_json_schema":
+            # llama.cpp's server, verbatim in substance: its pydantic check of response_format.
+            return _error(
+                500,
+                "1 validation error for ResponseFormat\ntype\n  Input should be 'text' or "
+                "'json_object' [type=literal_error, input_value='json_schema', input_type=str]",
+                "server_error",
+            )
         if fault.kind == "timeout":
             await self._pause(fault.delay_s)
         return None
