@@ -8,7 +8,6 @@ included. The memory tests build one project node of the small world, so they st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
 from assets.memory import MEMORY_CHECKS
 from hltm.cli import demo
-from hltm.llm import ENDPOINTS, LLMUsage, Request, make_llm
+from hltm.llm import LLMUsage, Request, make_llm
 from hltm.memory import builder_from_settings
 from hltm.memory.inputs import read_project_inputs
 from hltm.memory.scenarios import read_world
@@ -30,25 +29,11 @@ from hltm.warehouse import connect
 from resources import WarehouseResource
 from tests import test_memory_dagster as _shared
 from tests.test_llm_protocol import WORD_TASK, quick, words
+from tests.test_llm_protocol import _clean_server as _clean_server  # autouse: faults, stats, …
+from tests.test_llm_protocol import server as server  # one local server for the module
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalOpenAIServer]:
-    with LocalOpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture(autouse=True)
-def _clean(server: LocalOpenAIServer) -> Iterator[None]:
-    server.clear_faults()
-    server.reset_stats()
-    ENDPOINTS.forget()
-    yield
-    server.clear_faults()
-    ENDPOINTS.forget()
 
 
 def remote(server: LocalOpenAIServer, base: Settings | None = None, **overrides: Any) -> Settings:
@@ -170,11 +155,12 @@ def test_timeouts_are_per_task_and_configurable(monkeypatch: pytest.MonkeyPatch)
 # --------------------------------------------------------------------------- memory content
 
 
-def _one_project(settings: Settings) -> tuple[Any, str]:
-    llm = quick(make_llm(settings))
-    builder = builder_from_settings(settings, llm=llm)
+def _one_project(server: LocalOpenAIServer, world: Settings) -> tuple[Settings, Any, str, str]:
+    """(settings, builder, node id, project id): the world's first project, built remotely."""
+    settings = remote(server, world)
+    builder = builder_from_settings(settings, llm=quick(make_llm(settings)))
     pid = sorted(read_world(settings.sources_db).projects)[0]
-    return builder, f"project:{pid}"
+    return settings, builder, f"project:{pid}", pid
 
 
 def _degraded(settings: Settings) -> dg.AssetCheckResult:
@@ -185,9 +171,7 @@ def _degraded(settings: Settings) -> dg.AssetCheckResult:
 def test_unknown_ids_are_enumerated_then_dropped_counted_and_flagged(
     memory_world: Settings, server: LocalOpenAIServer
 ) -> None:
-    settings = remote(server, memory_world)
-    builder, nid = _one_project(settings)
-    pid = nid.split(":", 1)[1]
+    settings, builder, nid, pid = _one_project(server, memory_world)
     # A model that ignores the schema's enum: every id it cites for this project is unknown.
     server.inject("unknown_ids", times="always", match=f'"project_id": "{pid}"')
     (report,) = builder.run_level("project", [nid])
@@ -211,9 +195,7 @@ def test_unknown_ids_are_enumerated_then_dropped_counted_and_flagged(
 def test_the_schema_enumerates_the_ids_a_node_may_cite(
     memory_world: Settings, server: LocalOpenAIServer
 ) -> None:
-    settings = remote(server, memory_world)
-    builder, nid = _one_project(settings)
-    pid = nid.split(":", 1)[1]
+    settings, builder, nid, pid = _one_project(server, memory_world)
     backend = builder.llm.backend
     sent: list[Request] = []
 
@@ -240,9 +222,7 @@ def test_the_schema_enumerates_the_ids_a_node_may_cite(
 def test_echoed_prompt_examples_are_dropped_and_counted(
     memory_world: Settings, server: LocalOpenAIServer
 ) -> None:
-    settings = remote(server, memory_world)
-    builder, nid = _one_project(settings)
-    pid = nid.split(":", 1)[1]
+    settings, builder, nid, pid = _one_project(server, memory_world)
     with connect(settings.sources_db, read_only=True) as con:
         given = str(read_project_inputs(con, [pid])[pid]).casefold()
     assert "francisco" not in given and "bay area" not in given and "80k" not in given
