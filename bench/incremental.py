@@ -31,18 +31,24 @@ of a full build).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
+import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 from assets.memory import MEMORY_ASSETS, MEMORY_JOBS, MemoryTreeResource  # noqa: E402
 from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
@@ -51,7 +57,6 @@ from hltm.memory.store import StoreSnapshot  # noqa: E402
 from hltm.settings import Settings  # noqa: E402
 from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
-from hltm.testing.openai_server import LocalOpenAIServer  # noqa: E402
 from resources import build_resources  # noqa: E402
 from sensors.source_changes import source_changes  # noqa: E402
 
@@ -110,6 +115,33 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
+@contextlib.contextmanager
+def protocol_server(latency_ms: float) -> Iterator[str]:
+    """The local protocol server in its own process (its CPU stands for the model's, so it must
+    not share this process's interpreter lock); yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "hltm.testing.openai_server", "--port", str(port)]
+    command += ["--latency-ms", str(latency_ms), "--log-level", "warning"]
+    proc = subprocess.Popen(command, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"{url}/health", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the local protocol server did not start") from None
+                time.sleep(0.2)
+        yield f"{url}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
     """Full rebuilds against a slow endpoint, one per concurrency level, side by side."""
     size = args.size or "demo"
@@ -133,13 +165,14 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
 
     rows: list[tuple[int, float, Figures]] = []
     snapshots: list[StoreSnapshot] = []
-    with LocalOpenAIServer(latency_s=args.llm_delay_ms / 1000) as server:
+    with protocol_server(args.llm_delay_ms) as base_url:
+        stats_url = base_url.removesuffix("/v1") + "/_stats"
         for workers in args.concurrency:
             settings = replace(
                 warm,
                 data_dir=workdir / f"workers-{workers}",
                 llm_backend="openai",
-                openai_base_url=server.base_url,
+                openai_base_url=base_url,
                 openai_api_key="bench",
                 llm_concurrency=workers,
             )
@@ -153,7 +186,7 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
             }
             defs = dg.Definitions(assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, resources=resources)
             print(f"full rebuild with {workers} LLM call(s) in flight …", flush=True)
-            server.reset_stats()
+            httpx.delete(stats_url, timeout=10)
             started, cpu = time.perf_counter(), time.process_time()
             result = defs.get_job_def("rebuild_memory_tree").execute_in_process(
                 instance=dg.DagsterInstance.ephemeral(),
@@ -162,7 +195,8 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
             seconds = time.perf_counter() - started
             assert result.success
             figures = Figures.of_run(result, seconds, time.process_time() - cpu)
-            assert figures.llm_calls == server.stats.chat_requests  # every request counted
+            requests = httpx.get(stats_url, timeout=10).json()["chat_requests"]
+            assert figures.llm_calls == requests  # every request the server saw is counted
             rows.append((workers, seconds, figures))
             snapshots.append(builder_from_settings(settings).store.snapshot())
 

@@ -37,7 +37,8 @@ misbehave:
   gives (``location: San Francisco Bay Area`` …), as a small model copies them.
 
 ``timeout`` is "answers slower than the client's timeout". Two server-wide options model a slow
-server: ``latency_s`` (``--latency-ms``) adds a fixed delay to every chat answer, for benchmarks;
+server: ``latency_s`` (``--latency-ms``) makes every chat answer take that long (the offline
+handler's own time included), for benchmarks;
 ``serial=True`` (``--serial``) answers one chat request at a time, like a llama.cpp server with one
 slot: a request that arrives while another is generating waits, and is counted in
 ``stats.stacked``, so tests can show that a timed-out request was not re-sent onto a busy server.
@@ -892,8 +893,7 @@ class LocalOpenAIServer:
         record: Callable[..., None],
     ) -> JSONResponse:
         kind = fault.kind if fault else None
-        if self.latency_s:
-            await self._pause(self.latency_s)
+        started = time.monotonic()
         refused = await self._transport_fault(fault)
         if refused is not None:
             record(refused.status_code)
@@ -920,6 +920,8 @@ class LocalOpenAIServer:
                 "handler_error",
                 **{"x-should-retry": "false"},
             )
+        # A fixed latency per answer, the handler's own time included (it stands for the model).
+        await self._pause(self.latency_s - (time.monotonic() - started))
         content, finish_reason, refusal = _render(
             kind, answer, task, user_text, payload, messages, max_tokens or DEFAULT_MAX_TOKENS
         )
