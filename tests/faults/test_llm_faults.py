@@ -8,6 +8,7 @@ included. The memory tests build one project node of the small world, so they st
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,12 @@ def test_a_failed_job_prints_the_failing_steps_own_message(
     assert "gate: blocked: 0/11 mandatory quotes survived (gate 90%)" in printed
     assert "locked: RuntimeError: Could not set lock on file derived.duckdb" in printed
     assert "Steps failed" not in printed
+
+
+def test_a_fixed_latency_per_answer_for_benchmarks() -> None:
+    with LocalOpenAIServer(latency_s=0.3) as slow:
+        llm = make_llm(remote(slow, llm_timeout_s=30))
+        started = time.perf_counter()
+        assert llm.run(WORD_TASK, words("take your time")).count == 3
+        assert time.perf_counter() - started >= 0.3
+        assert llm.snapshot().calls == slow.stats.chat_requests == 1
