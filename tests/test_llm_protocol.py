@@ -133,6 +133,7 @@ def server() -> Iterator[LocalOpenAIServer]:
 @pytest.fixture(autouse=True)
 def _clean_server(server: LocalOpenAIServer) -> Iterator[None]:
     server.clear_faults()
+    server.wait_idle()  # an answer abandoned by an earlier test's timeout is not counted here
     server.reset_stats()
     ENDPOINTS.forget()  # what a fault taught about the endpoint must not leak into other tests
     yield

@@ -219,6 +219,7 @@ class _State:
         self.faults: list[Fault] = []
         self.stats = ServerStats()
         self.last_request: dict[str, Any] | None = None
+        self.in_flight = 0  # chat requests being answered (also those a client gave up on)
 
     def add(self, fault: Fault) -> Fault:
         with self.lock:
@@ -751,6 +752,17 @@ class LocalOpenAIServer:
         with self._state.lock:
             return copy.deepcopy(self._state.stats)
 
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Wait until no chat request is being answered (a client that timed out leaves one
+        generating); True when idle. Tests call it so such an answer lands in their own stats."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._state.lock:
+                if self._state.in_flight == 0:
+                    return True
+            time.sleep(0.02)
+        return False
+
     def reset_stats(self) -> None:
         with self._state.lock:
             self._state.stats = ServerStats()
@@ -867,8 +879,16 @@ class LocalOpenAIServer:
                 RequestRecord("chat", schema, kind, status, response_format, max_tokens), usage
             )
 
-        async with self._generating():
-            return await self._complete(task, body, messages, user_text, fault, max_tokens, record)
+        with self._state.lock:
+            self._state.in_flight += 1
+        try:
+            async with self._generating():
+                return await self._complete(
+                    task, body, messages, user_text, fault, max_tokens, record
+                )
+        finally:
+            with self._state.lock:
+                self._state.in_flight -= 1
 
     @contextlib.asynccontextmanager
     async def _generating(self) -> Any:
