@@ -8,7 +8,7 @@ from assets.analysis import ANALYSIS_ASSETS
 from assets.calibration import CALIBRATION_ASSETS, CALIBRATION_JOBS
 from assets.evaluation import EVALUATION_ASSETS, EVALUATION_JOBS
 from assets.judge import JUDGE_ASSETS, JUDGE_CHECKS, JUDGE_JOBS, JUDGE_RESOURCES
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS, MemoryTreeResource
+from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS, MemoryTreeResource
 from assets.patterns import PATTERN_ASSETS, PATTERN_JOBS
 from assets.probe import PROBE_ASSETS, PROBE_JOBS
 from assets.sources import observe_sources_job, source_tables
@@ -29,7 +29,7 @@ defs = dg.Definitions(
         *PROBE_ASSETS,
         *ANALYSIS_ASSETS,
     ],
-    asset_checks=[*JUDGE_CHECKS],
+    asset_checks=[*JUDGE_CHECKS, *MEMORY_CHECKS],
     jobs=[
         observe_sources_job,
         *MEMORY_JOBS,

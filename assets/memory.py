@@ -28,6 +28,7 @@ from hltm.memory import MemoryBuilder, MemoryConfig, MemoryStore, load_hints
 from hltm.memory.build import MemoryBuildError, NodeReport, version_config
 from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS, node_id_for, split_node_id
+from hltm.memory.store import degraded_nodes
 from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
 from hltm.warehouse import connect
 from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
@@ -52,7 +53,7 @@ class MemoryTreeResource(dg.ConfigurableResource):
 
     support_threshold: float = 0.3
     min_support: int = 2
-    workers: int = 1
+    workers: int = 0  # LLM calls in flight; 0 = the backend's (1 offline, HLTM_LLM_CONCURRENCY)
     batch_size: int = 200
 
     def config(self) -> MemoryConfig:
@@ -106,6 +107,9 @@ def node_metadata(report: NodeReport) -> dict[str, Any]:
         "facets": meta["facets"],
         "qa_pairs": meta["qa_pairs"],
         "summaries": meta["summaries"],
+        "facets_dropped": meta["facets_dropped"],
+        "qa_dropped": meta["qa_dropped"],
+        "dropped_reasons": dg.MetadataValue.json(meta["dropped_reasons"]),
         "llm_calls": meta["llm_calls"],
         "prompt_tokens": meta["prompt_tokens"],
         "completion_tokens": meta["completion_tokens"],
@@ -297,6 +301,15 @@ def plan_memory_refresh(
             [n for n in requested if n in tree.nodes],
             [n for n in [*requested, *config.deletes] if n not in tree.nodes],
         )
+    # The two stores must agree before planning: orphans swept, lost items re-indexed (all
+    # contracts on the full path, the affected ones otherwise).
+    scope = None if config.all_stale or config.from_scratch else _contracts_of(plan, tree, built)
+    swept, reindexed = builder.reconcile(scope)
+    if swept or reindexed:
+        context.log.warning(
+            f"store consistency: swept {swept} orphan vector item(s), re-indexed"
+            f" {len(reindexed)} node(s) whose items were missing"
+        )
     context.log.info(f"plan: {plan.describe()}")
     _sync_partitions(context, plan, tree)
     deleted = builder.delete(plan.deletes)
@@ -308,6 +321,14 @@ def plan_memory_refresh(
         "hints": {**builder.hints.as_payload(), "version": builder.hints.version},
         "failures": [],
     }
+
+
+def _contracts_of(plan: Plan, tree: Tree, built: dict[str, Any]) -> list[str]:
+    nodes = [*plan.rebuilds, *plan.deletes]
+    return sorted(
+        {tree.nodes[n].contract_id for n in nodes if n in tree.nodes}
+        | {built[n].contract_id for n in nodes if n in built}
+    )
 
 
 def _run_level(
@@ -404,6 +425,65 @@ rebuild_memory_tree = memory_refresh_graph.to_job(
     tags={REFRESH_TAG: "full"},
 )
 
+# ---- checks ------------------------------------------------------------------------------------
+
+
+def _degraded_check(level: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=ASSET_KEYS[level],
+        name=f"{level}_memories_not_degraded",
+        description=f"Flags {level} nodes that are empty (no facet, no QA pair) or whose build "
+        "dropped more of the model's items than it kept (unknown ids, too little support, "
+        "echoed prompt examples).",
+    )
+    def _check(derived_db: WarehouseResource) -> dg.AssetCheckResult:
+        if not derived_db.path.exists():
+            return dg.AssetCheckResult(passed=True, description="no memory store yet")
+        with connect(derived_db.path) as con:
+            bad = degraded_nodes(con, level)
+        return dg.AssetCheckResult(
+            passed=not bad,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=(
+                f"{len(bad)} degraded {level} node(s); first: {bad[0].node_id} {bad[0].why}"
+                if bad
+                else f"no degraded {level} node"
+            ),
+            metadata={
+                "degraded_nodes": len(bad),
+                "examples": dg.MetadataValue.json(
+                    [{"node_id": b.node_id, "why": b.why, "dropped": b.reasons} for b in bad[:20]]
+                ),
+            },
+        )
+
+    return _check
+
+
+@dg.asset_check(
+    asset=ASSET_KEYS["contract"],
+    description="The vector index and the stored nodes agree: no orphan items (crash "
+    "leftovers that take nearest-neighbour slots), no node with missing items (a lost or new "
+    "Chroma). The next full refresh (`rebuild_memory_tree`) sweeps and re-indexes.",
+)
+def memory_store_consistent(
+    derived_db: WarehouseResource, vectors: VectorsResource
+) -> dg.AssetCheckResult:
+    found = MemoryStore(derived_db.path, vectors.get()).check()
+    return dg.AssetCheckResult(
+        passed=found.clean,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=found.describe(),
+        metadata={
+            "orphan_items": found.orphan_count,
+            "unowned_collections": len(found.unowned_collections),
+            "nodes_missing_items": len(found.incomplete),
+            "first_nodes_missing_items": dg.MetadataValue.json(found.incomplete[:20]),
+        },
+    )
+
+
+MEMORY_CHECKS = [*(_degraded_check(level) for level in LEVELS), memory_store_consistent]
 MEMORY_ASSETS = [project_memory, seat_memory, contract_memory]
 MEMORY_JOBS = [refresh_memory_tree, rebuild_memory_tree]
 

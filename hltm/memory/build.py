@@ -14,12 +14,23 @@ A node whose LLM output stays unusable is reported as failed with an error namin
 its level is still stored, its previous good version stays in place, and its parent is rebuilt
 from the children that do have a memory (so a deletion is never held back by a sibling's
 failure). `MemoryBuildError` is raised at the end when anything failed.
+
+The model may only cite ids of its input: they are sent as enums in the schema (strict mode or a
+grammar enforces them), and checked again in code, with the parents' minimum support. What is
+dropped (unknown ids, too little support, the prompt's own examples echoed back) is counted per
+node, in its report and in the store, for the degraded-node check. Nodes of one level are built
+with up to `workers` LLM calls in flight (the backend's concurrency by default: 1 offline, more
+against a remote endpoint); every store write stays in the calling thread (one DuckDB writer).
+Full plans first `reconcile()` the two stores: orphan vector items are swept and nodes whose
+items are missing are re-indexed from their stored rows.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder
-from hltm.llm import LLM, LLMUsage
+from hltm.llm import LLM, LLMUsage, Task
 from hltm.memory import lexicon as lx
 from hltm.memory import tasks
 from hltm.memory.hints import NO_HINTS, Hints
@@ -46,7 +57,7 @@ from hltm.memory.models import (
     SummaryOutput,
 )
 from hltm.memory.offline import required_support
-from hltm.memory.store import MemoryStore
+from hltm.memory.store import Drops, MemoryStore
 from hltm.memory.tree import (
     BuiltNode,
     Plan,
@@ -68,7 +79,7 @@ class MemoryConfig:
 
     support_threshold: float = 0.3
     min_support: int = 2  # and at least this many children (or all of them, if fewer)
-    workers: int = 1  # parallel LLM calls across nodes (>1 pays off with a remote model)
+    workers: int = 0  # LLM calls in flight across nodes; 0 = the LLM backend's concurrency
     batch_size: int = 200  # nodes stored per atomic batch
 
 
@@ -86,13 +97,14 @@ class MemoryBuildError(RuntimeError):
 class NodeReport:
     node_id: str
     level: str
-    status: str  # built | current | deleted | failed
+    status: str  # built | current | reindexed | deleted | failed
     version: str = ""
     previous_version: str | None = None
     children: list[tuple[str, str]] = field(default_factory=list)
     facets: int = 0
     qa: int = 0
     summaries: int = 0
+    drops: Drops = field(default_factory=Drops)
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -111,6 +123,9 @@ class NodeReport:
             "facets": self.facets,
             "qa_pairs": self.qa,
             "summaries": self.summaries,
+            "facets_dropped": self.drops.count("facet"),
+            "qa_dropped": self.drops.count("qa"),
+            "dropped_reasons": dict(self.drops.reasons),
             "llm_calls": self.llm_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -123,6 +138,7 @@ class NodeReport:
 class RefreshReport:
     nodes: list[NodeReport] = field(default_factory=list)
     seconds: float = 0.0
+    orphans_swept: int = 0
 
     def extend(self, reports: list[NodeReport]) -> None:
         self.nodes.extend(reports)
@@ -142,6 +158,8 @@ class RefreshReport:
         return {
             "nodes_rebuilt": len(self.rebuilt),
             "nodes_deleted": len(self.with_status("deleted")),
+            "nodes_reindexed": len(self.with_status("reindexed")),
+            "orphans_swept": self.orphans_swept,
             "nodes_failed": len(self.failures),
             "llm_calls": sum(r.llm_calls for r in self.nodes),
             "prompt_tokens": sum(r.prompt_tokens for r in self.nodes),
@@ -204,21 +222,62 @@ class MemoryBuilder:
 
     def full_build(self, on_node: OnNode | None = None) -> RefreshReport:
         """Make the store equal to a build of the current sources (only stale nodes cost)."""
-        tree = self.tree()
-        return self.refresh(plan_changes(tree, self.store.built()), on_node=on_node, tree=tree)
+        return self.refresh(None, on_node=on_node)
 
     def refresh(
         self, plan: Plan | None = None, on_node: OnNode | None = None, tree: Tree | None = None
     ) -> RefreshReport:
+        """Run a plan; without one, reconcile the stores and plan everything not current."""
         started = time.perf_counter()
-        if plan is None:
-            plan = plan_changes(tree or self.tree(), self.store.built())
         report = RefreshReport()
+        if plan is None:
+            swept, repaired = self.reconcile(on_node=on_node)
+            report.orphans_swept = swept
+            report.extend(repaired)
+            plan = plan_changes(tree or self.tree(), self.store.built())
         report.extend(self.delete(plan.deletes, on_node))
         for level in LEVELS:
             report.extend(self.run_level(level, plan.level(level), on_node))
         report.seconds = time.perf_counter() - started
         return report
+
+    def reconcile(
+        self, contract_ids: Iterable[str] | None = None, on_node: OnNode | None = None
+    ) -> tuple[int, list[NodeReport]]:
+        """Sweep orphan vector items and re-index nodes whose items are missing (from their
+        stored rows: embeddings only, no LLM). Returns (items swept, reports of re-indexed)."""
+        found = self.store.check(contract_ids)
+        swept = self.store.sweep(found)
+        reports: list[NodeReport] = []
+        ids = found.incomplete
+        for start in range(0, len(ids), self.config.batch_size):
+            nodes = self.store.nodes(ids[start : start + self.config.batch_size])
+            entries = []
+            for nid in sorted(nodes):
+                node = nodes[nid]
+                texts = [t for _, _, t, _ in node.search_items()]
+                began = time.perf_counter()
+                vectors, embedded = self._embed(texts)
+                entries.append((node, vectors))
+                report = NodeReport(
+                    nid,
+                    node.level,
+                    "reindexed",
+                    version=node.version,
+                    previous_version=node.version,
+                    children=list(node.children),
+                    facets=len(node.facets),
+                    qa=len(node.qa),
+                    summaries=1 if node.summary_short else 0,
+                    embedding_calls=len(embedded),
+                    seconds=time.perf_counter() - began,
+                )
+                reports.append(report)
+            self.store.reindex(entries)
+        for r in reports:
+            if on_node:
+                on_node(r)
+        return swept, reports
 
     def delete(self, node_ids: list[str], on_node: OnNode | None = None) -> list[NodeReport]:
         """Purge nodes the sources no longer have (rows first, then vectors)."""
@@ -320,7 +379,8 @@ class MemoryBuilder:
             entries.append((outcome.node, vectors[offset : offset + len(texts)]))  # type: ignore[arg-type]
             offset += len(texts)
         reports.extend(o.report for o in results)
-        self.store.write(entries, old=built)
+        drops = {o.report.node_id: o.report.drops for _, o in done}
+        self.store.write(entries, old=built, drops=drops)
         return sorted(reports, key=lambda r: (r.status != "deleted", r.node_id))
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, dict[str, int]]:
@@ -333,19 +393,19 @@ class MemoryBuilder:
             self.embedder.inner = recorder.inner
         return vectors, dict.fromkeys(recorder.seen, 1)
 
+    @property
+    def workers(self) -> int:
+        return self.config.workers or self.llm.concurrency
+
     def _compute(self, jobs: list[_Job], built: dict[str, BuiltNode]) -> list[_Outcome]:
-        if self.config.workers > 1 and len(jobs) > 1:
-            with ThreadPoolExecutor(max_workers=self.config.workers) as pool:
+        """Each node's LLM calls, up to `workers` nodes at once; results in job order."""
+        if self.workers > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(max_workers=self.workers) as pool:
                 outcomes = list(pool.map(lambda j: self._build_one(j, built), jobs))
         else:
             outcomes = [self._build_one(job, built) for job in jobs]
         for outcome in outcomes:  # fold per-node usage into the shared counters
-            usage = outcome.usage
-            self.llm.usage.calls += usage.calls
-            self.llm.usage.prompt_tokens += usage.prompt_tokens
-            self.llm.usage.completion_tokens += usage.completion_tokens
-            self.llm.usage.failed_calls += usage.failed_calls
-            self.llm.usage.seconds += usage.seconds
+            self.llm.absorb(outcome.usage)
         return outcomes
 
     def _build_one(self, job: _Job, built: dict[str, BuiltNode]) -> _Outcome:
@@ -364,9 +424,11 @@ class MemoryBuilder:
         node: MemoryNode | None = None
         try:
             if placement.level == "project":
-                node = build_project(node_llm, placement, job.version, job.inputs, self.hints)
+                node, report.drops = build_project(
+                    node_llm, placement, job.version, job.inputs, self.hints
+                )
             else:
-                node = build_parent(
+                node, report.drops = build_parent(
                     node_llm,
                     placement,
                     job.version,
@@ -387,7 +449,7 @@ class MemoryBuilder:
             )
             node = None
         usage = node_llm.snapshot()
-        report.llm_calls = usage.calls
+        report.llm_calls = usage.calls  # every request, retries included
         report.prompt_tokens = usage.prompt_tokens
         report.completion_tokens = usage.completion_tokens
         report.seconds = time.perf_counter() - started
@@ -449,68 +511,162 @@ def _known_project_ids(inputs: dict[str, Any]) -> set[str]:
     return ids
 
 
+class _Tally:
+    """Items kept and dropped (by reason) while cleaning one node's answer."""
+
+    def __init__(self) -> None:
+        self.kept = 0
+        self.reasons: Counter[str] = Counter()
+
+    def drop(self, kind: str, reason: str) -> None:
+        self.reasons[f"{kind}:{reason}"] += 1
+
+    def result(self) -> Drops:
+        return Drops(self.kept, tuple(sorted(self.reasons.items())))
+
+
 def _clean_facets(
-    items: list[tuple[str, str, list[str], list[str]]], known_support: set[str], known: set[str]
+    items: list[tuple[str, str, list[str], list[str]]],
+    known_support: set[str],
+    known: set[str],
+    tally: _Tally,
+    is_echo: Callable[[str, str], bool] = lambda field, value: False,
+    supported: Callable[[str, set[str]], set[str]] | None = None,
+    required: int = 1,
 ) -> tuple[Facet, ...]:
-    """Normalised fields, merged duplicates, invented ids dropped, canonical order."""
+    """Normalised fields, merged duplicates, invented ids, echoed prompt examples and values
+    below `required` support dropped (and counted), canonical order. `supported(field, ids)`:
+    the ids among `ids` whose node really states that field (parents check their children)."""
     merged: dict[tuple[str, str], tuple[str, set[str], set[str]]] = {}
     for field_name, value, support, sources in items:
         name = lx.normalise_field(field_name)
         text = " ".join(value.split())
+        if not name or not text:
+            tally.drop("facet", "empty")
+            continue
         good_sources = {s for s in sources if s in known}
         good_support = {s for s in support if s in known_support}
-        if not name or not text or not good_sources or not good_support:
+        if not good_sources:
+            tally.drop("facet", "unknown_source")
+            continue
+        if not good_support:
+            tally.drop("facet", "unknown_support")
+            continue
+        if is_echo(name, text):
+            tally.drop("facet", "echoed_prompt_example")
             continue
         key = (name, lx.normalise_value(text))
         spelling, sup, src = merged.get(key, (text, set(), set()))
         merged[key] = (min(spelling, text), sup | good_support, src | good_sources)
-    return tuple(
-        Facet(name, spelling, tuple(sorted(sup)), tuple(sorted(src)))
-        for (name, _), (spelling, sup, src) in sorted(merged.items())
-    )
+    facets = []
+    for (name, _), (spelling, sup, src) in sorted(merged.items()):
+        if supported is not None:
+            sup = supported(name, sup)
+        if len(sup) < required:
+            tally.drop("facet", "below_min_support")
+            continue
+        facets.append(Facet(name, spelling, tuple(sorted(sup)), tuple(sorted(src))))
+    tally.kept += len(facets)
+    return tuple(facets)
+
+
+def _echo_check(task: Task[Any], payload: dict[str, Any]) -> Callable[[str, str], bool]:
+    """A value is an echo of the prompt when it is one of the prompt's own example phrases
+    (two or more words, or with a digit) and the input never states it, in any spelling the
+    field's vocabulary knows (so "San Francisco Bay Area" from "Сан-Франциско" is no echo)."""
+    instructions = " ".join(f"{task.system} {task.user}".casefold().split())
+    raw = json.dumps(payload, ensure_ascii=False)
+    given = " ".join(raw.casefold().split())
+
+    def is_echo(field: str, value: str) -> bool:
+        folded = " ".join(value.casefold().split())
+        distinctive = len(folded.split()) >= 2 or any(ch.isdigit() for ch in folded)
+        if not distinctive or folded not in instructions or folded in given:
+            return False
+        vocabulary = lx.CANONICAL_TERMS.get(field)
+        named = {t for t, _ in lx.find_terms(vocabulary, raw)} if vocabulary else set()
+        return lx.canonical(field, value) not in named
+
+    return is_echo
+
+
+def _clean_qa(
+    pairs: list[tuple[str, str, str, str, list[str]]],
+    known_sources: set[str],
+    known_support: set[str],
+    tally: _Tally,
+    limit: int,
+    source_required: bool,
+) -> tuple[QA, ...]:
+    """Unique questions whose source (and support) ids are known; the rest dropped, counted."""
+    kept: list[QA] = []
+    seen: set[str] = set()
+    for question, answer, rationale, source, support in pairs:
+        text = " ".join(question.split())
+        if not text or text in seen:
+            continue  # a blank or repeated question is no loss
+        if (source or source_required) and source not in known_sources:
+            tally.drop("qa", "unknown_source")
+            continue
+        good_support = tuple(sorted({s for s in support if s in known_support}))
+        if not good_support:
+            tally.drop("qa", "unknown_support")
+            continue
+        seen.add(text)
+        kept.append(QA(text, answer.strip(), rationale.strip(), source, good_support))
+    tally.kept += min(len(kept), limit)
+    return tuple(kept[:limit])
 
 
 def build_project(
     llm: LLM, placement: Placement, version: str, inputs: dict[str, Any], hints: Hints
-) -> MemoryNode:
+) -> tuple[MemoryNode, Drops]:
     """A leaf's F/Q/S from its own source data: three LLM calls (facets, then QA and summary)."""
     nid = placement.node_id
     hint_payload = hints.as_payload()
-    payload = {**inputs, "hints": {"attributes": hint_payload["attributes"]}}
-    extracted: FacetsOutput = llm.run(tasks.FACETS, payload, context=nid)
     known = _known_project_ids(inputs)
+    ids = {"sources": sorted(known), "source": sorted(known)}
+    tally = _Tally()
+    payload = {**inputs, "hints": {"attributes": hint_payload["attributes"]}}
+    extracted: FacetsOutput = llm.run(tasks.FACETS, payload, context=nid, choices=ids)
     facets = _clean_facets(
-        [(f.field, f.value, f.sources, f.sources) for f in extracted.facets], known, known
+        [(f.field, f.value, f.sources, f.sources) for f in extracted.facets],
+        known,
+        known,
+        tally,
+        is_echo=_echo_check(tasks.FACETS, payload),
     )
     facet_payload = [
         {"field": f.field, "value": f.value, "sources": list(f.sources)} for f in facets
     ]
     qa_out: QAOutput = llm.run(
-        tasks.QA, {**inputs, "facets": facet_payload, "hints": hint_payload}, context=nid
+        tasks.QA,
+        {**inputs, "facets": facet_payload, "hints": hint_payload},
+        context=nid,
+        choices=ids,
     )
     summary_out: SummaryOutput = llm.run(
         tasks.SUMMARY,
         {**inputs, "facets": facet_payload, "hints": {"attributes": hint_payload["attributes"]}},
         context=nid,
     )
-    pairs = []
-    seen: set[str] = set()
-    for pair in qa_out.pairs:
-        question = " ".join(pair.question.split())
-        if not question or question in seen or pair.source not in known:
-            continue
-        seen.add(question)
-        pairs.append(
-            QA(question, pair.answer.strip(), pair.rationale.strip(), pair.source, (pair.source,))
-        )
-    return MemoryNode(
+    pairs = _clean_qa(
+        [(q.question, q.answer, q.rationale, q.source, [q.source]) for q in qa_out.pairs],
+        known,
+        known,
+        tally,
+        MAX_PROJECT_QA,
+        source_required=True,
+    )
+    node = MemoryNode(
         placement,
         version,
         facets,
-        tuple(pairs[:MAX_PROJECT_QA]),
+        pairs,
         summary_out.summary_long.strip(),
         " ".join(summary_out.summary_short.split()),
     )
+    return node, tally.result()
 
 
 def build_parent(
@@ -521,46 +677,58 @@ def build_parent(
     hints: Hints,
     support_threshold: float,
     min_support: int = 2,
-) -> MemoryNode:
-    """A seat's or contract's F/Q/S from its children's F/Q/S only: one aggregate call."""
+) -> tuple[MemoryNode, Drops]:
+    """A seat's or contract's F/Q/S from its children's F/Q/S only: one aggregate call.
+
+    Minimum support is enforced here, not only asked for: a kept value needs `min_support`
+    supporting children that really state its field."""
     nid = placement.node_id
     children = sorted(children, key=lambda c: c.node_id)
+    required = required_support(support_threshold, len(children), min_support)
     payload = {
         "node_id": nid,
         "level": placement.level,
         "label": placement.label,
         "child_level": CHILD_LEVEL[placement.level],
         "support_threshold": support_threshold,
-        "min_support": required_support(support_threshold, len(children), min_support),
+        "min_support": required,
         "children": [c.as_child_payload() for c in children],
         "hints": hints.as_payload(),
     }
-    out: AggregateOutput = llm.run(tasks.AGGREGATE, payload, context=nid)
     child_ids = {c.node_id for c in children}
     known_sources = {s for c in children for f in c.facets for s in f.sources}
     known_sources |= {q.source for c in children for q in c.qa}
+    ids = {
+        "support": sorted(child_ids),
+        "sources": sorted(known_sources),
+        "source": ["", *sorted(known_sources)],
+    }
+    out: AggregateOutput = llm.run(tasks.AGGREGATE, payload, context=nid, choices=ids)
+    fields_of = {c.node_id: {f.field for f in c.facets} for c in children}
+    tally = _Tally()
     facets = _clean_facets(
-        [(f.field, f.value, f.support, f.sources) for f in out.facets], child_ids, known_sources
+        [(f.field, f.value, f.support, f.sources) for f in out.facets],
+        child_ids,
+        known_sources,
+        tally,
+        supported=lambda field, ids: {c for c in ids if field in fields_of[c]},
+        required=required,
     )
-    pairs = []
-    seen: set[str] = set()
-    for pair in out.qa:
-        question = " ".join(pair.question.split())
-        support = tuple(sorted({s for s in pair.support if s in child_ids}))
-        if not question or question in seen or not support:
-            continue
-        if pair.source and pair.source not in known_sources:
-            continue
-        seen.add(question)
-        pairs.append(
-            QA(question, pair.answer.strip(), pair.rationale.strip(), pair.source, support)
-        )
-    return MemoryNode(
+    pairs = _clean_qa(
+        [(q.question, q.answer, q.rationale, q.source, q.support) for q in out.qa],
+        known_sources,
+        child_ids,
+        tally,
+        MAX_PARENT_QA,
+        source_required=False,
+    )
+    node = MemoryNode(
         placement,
         version,
         facets,
-        tuple(pairs[:MAX_PARENT_QA]),
+        pairs,
         out.summary_long.strip(),
         " ".join(out.summary_short.split()),
         tuple((c.node_id, c.version) for c in children),
     )
+    return node, tally.result()

@@ -19,6 +19,15 @@ versions of a node can coexist while it is being replaced.
 Replacing a node is atomic for a reader that accepts only items whose `node_version` equals the
 node's row: new-version items are written first, then the rows flip in one DuckDB transaction,
 then the old version's items are deleted. Deleting a node removes its row first, then its items.
+
+A crash between those steps leaves items no row accepts (orphans, which still take nearest-
+neighbour slots before a reader filters them out), and an index that was lost or replaced (a
+fresh Chroma server) leaves rows without items. `check()` finds both, `sweep()` removes orphans
+and `reindex()` rewrites a node's items from its stored row (no LLM needed).
+
+Table `memory_node_quality` (node_id PK, version, kept/dropped counts, reasons JSON) records what
+each build dropped from the model's answer (unknown ids, below minimum support, echoed prompt
+examples), written in the same transaction as the node's row, for the degraded-node check.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from hltm.vectors import VectorStore, collection_name
 from hltm.warehouse import connect
 
 MEMORY_TABLE = "memory_nodes"
+QUALITY_TABLE = "memory_node_quality"
 COLLECTION_PREFIX = "mem"
 _CHROMA_CHUNK = 2000
 
@@ -81,6 +91,54 @@ def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 def ensure_memory_schema(con: duckdb.DuckDBPyConnection) -> None:
     columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS {MEMORY_TABLE} ({columns})")
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {QUALITY_TABLE} (node_id VARCHAR PRIMARY KEY,"
+        " version VARCHAR NOT NULL, kept INTEGER NOT NULL, dropped INTEGER NOT NULL,"
+        " reasons VARCHAR NOT NULL)"
+    )
+
+
+@dataclass(frozen=True)
+class Drops:
+    """What one build kept of the model's items and dropped, by reason (`facet:unknown_source`)."""
+
+    kept: int = 0
+    reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def dropped(self) -> int:
+        return sum(n for _, n in self.reasons)
+
+    def count(self, prefix: str) -> int:
+        return sum(n for reason, n in self.reasons if reason.startswith(f"{prefix}:"))
+
+
+@dataclass(frozen=True)
+class DegradedNode:
+    node_id: str
+    level: str
+    kept: int
+    dropped: int
+    reasons: dict[str, int]
+
+    @property
+    def why(self) -> str:
+        if self.kept == 0:
+            return "empty (no facet and no QA pair)"
+        return f"mostly dropped ({self.dropped} of {self.kept + self.dropped} items)"
+
+
+def degraded_nodes(con: duckdb.DuckDBPyConnection, level: str) -> list[DegradedNode]:
+    """Stored nodes of a level that are empty, or whose build dropped more items than it kept."""
+    if not table_exists(con, MEMORY_TABLE) or not table_exists(con, QUALITY_TABLE):
+        return []
+    rows = con.execute(
+        f"SELECT m.node_id, m.level, q.kept, q.dropped, q.reasons FROM {MEMORY_TABLE} m"
+        f" JOIN {QUALITY_TABLE} q ON q.node_id = m.node_id AND q.version = m.version"
+        " WHERE m.level = ? AND (q.kept = 0 OR q.dropped > q.kept) ORDER BY m.node_id",
+        [level],
+    ).fetchall()
+    return [DegradedNode(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
 
 
 # ---- reading (also the query path's API) -------------------------------------------------------
@@ -198,6 +256,32 @@ def item_metadata(node: MemoryNode, kind: str, index: int, field: str) -> dict[s
 
 
 @dataclass(frozen=True)
+class Consistency:
+    """Where the vector index and the node rows disagree."""
+
+    orphans: dict[str, list[str]]  # collection → item ids no stored row accepts
+    incomplete: list[str]  # stored nodes whose current items are not all in the index
+    unowned_collections: list[str]  # memory collections of no stored contract, not empty
+
+    @property
+    def orphan_count(self) -> int:
+        return sum(len(ids) for ids in self.orphans.values())
+
+    @property
+    def clean(self) -> bool:
+        return not (self.orphans or self.incomplete or self.unowned_collections)
+
+    def describe(self) -> str:
+        if self.clean:
+            return "the vector index matches the stored nodes"
+        return (
+            f"{self.orphan_count} orphan item(s) in {len(self.orphans)} collection(s),"
+            f" {len(self.unowned_collections)} collection(s) of no stored contract,"
+            f" {len(self.incomplete)} node(s) with missing items"
+        )
+
+
+@dataclass(frozen=True)
 class StoreSnapshot:
     """Everything stored, in a canonical order, for byte-for-byte comparisons."""
 
@@ -250,10 +334,12 @@ class MemoryStore:
         self,
         entries: list[tuple[MemoryNode, np.ndarray]],
         old: dict[str, BuiltNode] | None = None,
+        drops: dict[str, Drops] | None = None,
     ) -> None:
         """Store new versions of nodes atomically (each row flips only once its items exist).
 
-        `old`: what the store held for these nodes, if the caller has just read it."""
+        `old`: what the store held for these nodes, if the caller has just read it; `drops`:
+        what each node's build dropped (recorded with the row)."""
         if not entries:
             return
         if old is None:
@@ -295,8 +381,48 @@ class MemoryStore:
                     stale[cid].append(iid)
             _delete_ids(col, leftovers)
 
+        by_contract = self._add_items(todo)
+
+        rows = [_row(node) for node, _ in todo]
+        quality = [
+            (n.node_id, n.version, d.kept, d.dropped, canonical_json(dict(d.reasons)))
+            for n, _ in todo
+            if (d := (drops or {}).get(n.node_id)) is not None
+        ]
+        columns = ", ".join(CONTENT_COLUMNS)
+        placeholders = ", ".join("?" for _ in CONTENT_COLUMNS)
+        with connect(self.derived_db) as con:
+            self._ensure(con)
+            con.execute("BEGIN TRANSACTION")
+            con.execute(
+                f"CREATE TEMP TABLE incoming_nodes AS SELECT {columns} FROM {MEMORY_TABLE} LIMIT 0"
+            )
+            con.executemany(f"INSERT INTO incoming_nodes VALUES ({placeholders})", rows)
+            con.execute(
+                f"INSERT OR REPLACE INTO {MEMORY_TABLE} ({columns}, built_at)"
+                f" SELECT {columns}, now() FROM incoming_nodes"
+            )
+            con.execute("DROP TABLE incoming_nodes")
+            con.execute(
+                f"DELETE FROM {QUALITY_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+                [sorted(new_version)],
+            )
+            if quality:
+                con.executemany(f"INSERT INTO {QUALITY_TABLE} VALUES (?, ?, ?, ?, ?)", quality)
+            con.execute("COMMIT")
+
+        for cid in sorted(stale):
+            col = self._collection(cid, create=False)
+            if col is not None:
+                _delete_ids(col, stale[cid])
+        self._drop_empty_contracts({b.contract_id for b in old.values()} - set(by_contract))
+
+    def _add_items(
+        self, entries: list[tuple[MemoryNode, np.ndarray]]
+    ) -> dict[str, list[tuple[MemoryNode, np.ndarray]]]:
+        """Add the search items of these node versions to their contracts' collections."""
         by_contract: dict[str, list[tuple[MemoryNode, np.ndarray]]] = defaultdict(list)
-        for node, vectors in todo:
+        for node, vectors in entries:
             by_contract[node.placement.contract_id].append((node, vectors))
         for cid in sorted(by_contract):
             col = self._collection(cid, create=True)
@@ -327,29 +453,81 @@ class MemoryStore:
                     metadatas=metadatas[start:end],  # type: ignore[arg-type]
                     embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
                 )
+        return by_contract
 
-        rows = [_row(node) for node, _ in todo]
-        columns = ", ".join(CONTENT_COLUMNS)
-        placeholders = ", ".join("?" for _ in CONTENT_COLUMNS)
+    # consistency between the two stores
+    def check(self, contract_ids: Iterable[str] | None = None) -> Consistency:
+        """Orphan items and nodes with missing items, for some contracts (default: all)."""
         with connect(self.derived_db) as con:
-            self._ensure(con)
-            con.execute("BEGIN TRANSACTION")
-            con.execute(
-                f"CREATE TEMP TABLE incoming_nodes AS SELECT {columns} FROM {MEMORY_TABLE} LIMIT 0"
-            )
-            con.executemany(f"INSERT INTO incoming_nodes VALUES ({placeholders})", rows)
-            con.execute(
-                f"INSERT OR REPLACE INTO {MEMORY_TABLE} ({columns}, built_at)"
-                f" SELECT {columns}, now() FROM incoming_nodes"
-            )
-            con.execute("DROP TABLE incoming_nodes")
-            con.execute("COMMIT")
+            if not table_exists(con, MEMORY_TABLE):
+                rows = []
+            else:
+                rows = con.execute(
+                    f"SELECT node_id, version, contract_id, item_count FROM {MEMORY_TABLE}"
+                ).fetchall()
+        wanted = None if contract_ids is None else set(contract_ids)
+        nodes = {r[0]: r for r in rows if wanted is None or r[2] in wanted}
+        by_name: dict[str, set[str]] = defaultdict(set)
+        for _, _, cid, _ in nodes.values():
+            by_name[memory_collection_name(cid)].add(cid)
+        names = set(by_name)
+        if wanted is None:
+            names |= {n for n in self.vectors.list_names() if n.startswith(f"{COLLECTION_PREFIX}-")}
+        else:
+            names |= {memory_collection_name(c) for c in wanted}
+        present: dict[str, int] = defaultdict(int)
+        orphans: dict[str, list[str]] = {}
+        unowned: list[str] = []
+        for name in sorted(names):
+            col = self.vectors.existing(name)
+            if col is None:
+                continue
+            if name not in by_name:
+                if col.count():
+                    unowned.append(name)
+                continue
+            got = col.get(include=["metadatas"])
+            stray = []
+            for iid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                row = nodes.get(str((meta or {}).get("node_id")))
+                if (
+                    row is None
+                    or meta.get("node_version") != row[1]
+                    or meta.get("contract_id") != row[2]
+                ):
+                    stray.append(iid)
+                else:
+                    present[row[0]] += 1
+            if stray:
+                orphans[name] = sorted(stray)
+        incomplete = sorted(nid for nid, r in nodes.items() if present[nid] != r[3])
+        return Consistency(orphans, incomplete, unowned)
 
-        for cid in sorted(stale):
+    def sweep(self, consistency: Consistency) -> int:
+        """Delete the orphan items (and collections no stored node owns); returns items removed."""
+        removed = 0
+        for name, ids in sorted(consistency.orphans.items()):
+            col = self.vectors.existing(name)
+            if col is not None:
+                _delete_ids(col, ids)
+                removed += len(ids)
+        for name in consistency.unowned_collections:
+            col = self.vectors.existing(name)
+            if col is not None:
+                removed += col.count()
+                self.vectors.drop(name)
+        return removed
+
+    def reindex(self, entries: list[tuple[MemoryNode, np.ndarray]]) -> None:
+        """Rewrite the items of stored node versions (whatever part of them is left first)."""
+        by_contract: dict[str, set[str]] = defaultdict(set)
+        for node, _ in entries:
+            by_contract[node.placement.contract_id].add(node.node_id)
+        for cid in sorted(by_contract):
             col = self._collection(cid, create=False)
             if col is not None:
-                _delete_ids(col, stale[cid])
-        self._drop_empty_contracts({b.contract_id for b in old.values()} - set(by_contract))
+                col.delete(where=_in("node_id", by_contract[cid]))
+        self._add_items(entries)
 
     def delete(self, node_ids: Iterable[str]) -> dict[str, BuiltNode]:
         """Remove nodes: rows first (readers stop accepting them), then their items.
@@ -362,10 +540,12 @@ class MemoryStore:
             if not old:
                 return {}
             con.execute("BEGIN TRANSACTION")
-            con.execute(
-                f"DELETE FROM {MEMORY_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
-                [wanted],
-            )
+            for table in (MEMORY_TABLE, QUALITY_TABLE):
+                if table_exists(con, table):
+                    con.execute(
+                        f"DELETE FROM {table} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+                        [wanted],
+                    )
             con.execute("COMMIT")
         by_contract: dict[str, set[str]] = defaultdict(set)
         for nid, built in old.items():
@@ -399,6 +579,7 @@ class MemoryStore:
         with connect(self.derived_db) as con:
             self._ensure(con)
             con.execute(f"DELETE FROM {MEMORY_TABLE}")
+            con.execute(f"DELETE FROM {QUALITY_TABLE}")
         for name in self.vectors.list_names():
             if name.startswith(f"{COLLECTION_PREFIX}-"):
                 self.vectors.drop(name)

@@ -20,7 +20,28 @@ HTTP (`POST /_faults` with the same fields as JSON), so a standalone server can 
 * ``invented_quotes`` every non-null ``quote`` field (at any depth, e.g. a judge's checklist) is
   replaced by plausible resume text that is NOT in the input — for quote-validator tests;
 * ``refusal``         ``message.refusal`` set, no content;
-* ``content_filter``  no content, ``finish_reason="content_filter"``.
+* ``content_filter``  no content, ``finish_reason="content_filter"``;
+
+and the ways real self-hosted servers (llama.cpp, vLLM, Ollama with small models) were seen to
+misbehave:
+
+* ``reject_json_schema`` HTTP 500 "Input should be 'text' or 'json_object'" (llama.cpp's server)
+  for requests with ``response_format.type=json_schema``; other requests are answered;
+* ``fenced_json``     ``response_format`` ignored: the JSON comes inside a ```` ```json ```` fence
+  with a line of prose;
+* ``repetition_loop`` the answer starts, then repeats one line until the request's
+  ``max_tokens`` (``DEFAULT_MAX_TOKENS`` when none is sent), ``finish_reason="length"``;
+* ``unknown_ids``     every ``source`` / ``sources`` / ``support`` value cites an id that is not
+  in the input (a model ignoring the schema's enum);
+* ``echo_examples``   lists of ``{field, value}`` items are replaced by the examples the prompt
+  gives (``location: San Francisco Bay Area`` …), as a small model copies them.
+
+``timeout`` is "answers slower than the client's timeout". Two server-wide options model a slow
+server: ``latency_s`` (``--latency-ms``) makes every chat answer take that long (the offline
+handler's own time included), for benchmarks;
+``serial=True`` (``--serial``) answers one chat request at a time, like a llama.cpp server with one
+slot: a request that arrives while another is generating waits, and is counted in
+``stats.stacked``, so tests can show that a timed-out request was not re-sent onto a busy server.
 
 ``times`` is how many matching requests get the fault (an int, or ``"always"``); ``match`` is an
 optional substring the request's user message must contain (one node or one resume can fail
@@ -72,7 +93,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -86,10 +107,13 @@ from starlette.routing import Route
 
 from hltm.llm import (
     DETERMINISTIC_MODEL,
+    INPUT_FENCE,
     Task,
     payload_from_messages,
+    prompt_tokens,
     registered_schemas,
     task_for_schema,
+    task_for_system_prompt,
 )
 from hltm.tokens import count_tokens
 
@@ -112,13 +136,18 @@ CONTENT_FAULTS = (
     "invented_quotes",
     "refusal",
     "content_filter",
+    "reject_json_schema",
+    "fenced_json",
+    "repetition_loop",
+    "unknown_ids",
+    "echo_examples",
 )
 FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
 ENDPOINTS = ("chat", "embeddings")
 DEFAULT_TIMEOUT_DELAY_S = 5.0
 DEFAULT_RETRY_AFTER_S = 1.0
-# Same framing as hltm.llm counts, so the server's usage equals the LLM interface's figures.
-_TOKENS_PER_MESSAGE = 3
+DEFAULT_MAX_TOKENS = 4096  # what a looping model produces when the request sets no bound
+ID_FIELDS = ("source", "sources", "support")
 
 Endpoint = Literal["chat", "embeddings"]
 
@@ -135,8 +164,10 @@ class Fault:
     retry_after_s: float | None = None
     served: int = 0
 
-    def applies_to(self, endpoint: str, text: str) -> bool:
+    def applies_to(self, endpoint: str, text: str, response_format: str | None) -> bool:
         if self.endpoint != endpoint or (self.times is not None and self.times <= 0):
+            return False
+        if self.kind == "reject_json_schema" and response_format != "json_schema":
             return False
         return self.match is None or self.match in text
 
@@ -152,6 +183,8 @@ class RequestRecord:
     schema: str | None
     fault: str | None
     status: int
+    response_format: str | None = None  # json_schema | json_object | None (plain text)
+    max_tokens: int | None = None
 
 
 @dataclass
@@ -167,6 +200,7 @@ class ServerStats:
     faults_by_kind: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0  # as reported in `usage` of the chat completions sent
     completion_tokens: int = 0
+    stacked: int = 0  # serial mode: chat requests that had to wait for one still generating
     history: list[RequestRecord] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -185,17 +219,18 @@ class _State:
         self.faults: list[Fault] = []
         self.stats = ServerStats()
         self.last_request: dict[str, Any] | None = None
+        self.in_flight = 0  # chat requests being answered (also those a client gave up on)
 
     def add(self, fault: Fault) -> Fault:
         with self.lock:
             self.faults.append(fault)
         return fault
 
-    def take(self, endpoint: str, text: str) -> Fault | None:
+    def take(self, endpoint: str, text: str, response_format: str | None = None) -> Fault | None:
         """The first pending fault matching this request, consumed once (a copy is returned)."""
         with self.lock:
             for fault in self.faults:
-                if fault.applies_to(endpoint, text):
+                if fault.applies_to(endpoint, text, response_format):
                     if fault.times is not None:
                         fault.times -= 1
                     fault.served += 1
@@ -286,12 +321,13 @@ def _text_of(content: Any) -> str:
 
 
 def _user_text(messages: list[Any]) -> str:
+    """All user turns (the payload's and any re-ask's), what a fault's `match` looks at."""
     texts = [
         _text_of(m.get("content"))
         for m in messages
         if isinstance(m, dict) and m.get("role") == "user"
     ]
-    return texts[-1] if texts else ""
+    return "\n".join(texts)
 
 
 def _schema_name(response_format: Any) -> str | None:
@@ -300,6 +336,37 @@ def _schema_name(response_format: Any) -> str | None:
     spec = response_format.get("json_schema")
     name = spec.get("name") if isinstance(spec, dict) else None
     return name if isinstance(name, str) and name else None
+
+
+def _format_type(response_format: Any) -> str | None:
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    return kind if kind in ("json_schema", "json_object") else None
+
+
+def _find_task(body: dict[str, Any], messages: list[Any]) -> tuple[str | None, Task[Any] | None]:
+    """By the json_schema name the SDK sends, else (json_object / plain text) by the system
+    prompt, which a degraded request still opens with."""
+    schema = _schema_name(body.get("response_format"))
+    if schema is not None:
+        return schema, task_for_schema(schema)
+    system = next(
+        (
+            _text_of(m.get("content"))
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "system"
+        ),
+        "",
+    )
+    task = task_for_system_prompt(system) if system else None
+    return (task.schema_name if task else None), task
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _retry_headers(seconds: float) -> dict[str, str]:
@@ -402,14 +469,99 @@ def _invent_quotes(answer: Any, user_text: str, payload: Any) -> Any:
     return walk(answer)
 
 
+def _cite_unknown_ids(answer: Any, haystack: str) -> Any:
+    """Every id field's value(s) replaced by ids that occur nowhere in the input."""
+    counter = 0
+
+    def unknown() -> str:
+        nonlocal counter
+        while True:
+            counter += 1
+            candidate = f"unknown-id-{counter:04d}"
+            if candidate not in haystack:
+                return candidate
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                if k in ID_FIELDS and isinstance(v, str) and v:
+                    out[k] = unknown()
+                elif k in ID_FIELDS and isinstance(v, list):
+                    out[k] = [unknown() for _ in v]
+                else:
+                    out[k] = walk(v)
+            return out
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(answer)
+
+
+_BACKTICK_EXAMPLE = re.compile(r"`([a-z_]+): ([^`\n]+)`")
+_JSON_EXAMPLE = re.compile(r'\{"field": "([a-z_]+)", "value": "([^"\n]+)"')
+
+
+def _prompt_examples(messages: list[Any]) -> list[tuple[str, str]]:
+    """`field: value` examples in the prompt's instructions (never in the payload block)."""
+    found: list[tuple[str, str]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("system", "user"):
+            continue
+        text = _text_of(message.get("content")).split(INPUT_FENCE)[0]
+        for pattern in (_BACKTICK_EXAMPLE, _JSON_EXAMPLE):
+            found += [(f, " ".join(v.split())) for f, v in pattern.findall(text)]
+    return list(dict.fromkeys(found))
+
+
+def _echo_examples(answer: Any, examples: list[tuple[str, str]]) -> Any:
+    """Lists of {field, value} items become the prompt's examples (other keys kept)."""
+    if not examples:
+        return answer
+    if isinstance(answer, dict):
+        return {k: _echo_examples(v, examples) for k, v in answer.items()}
+    if isinstance(answer, list):
+        if answer and all(isinstance(i, dict) and {"field", "value"} <= set(i) for i in answer):
+            template = answer[0]
+            return [{**template, "field": f, "value": v} for f, v in examples]
+        return [_echo_examples(v, examples) for v in answer]
+    return answer
+
+
+def _repetition_loop(text: str, max_tokens: int) -> str:
+    """A start of the answer, then one line over and over until `max_tokens` tokens."""
+    start = text[: max(1, len(text) // 3)]
+    line = ' "and the same line again and again",\n'
+    room = max(0, max_tokens - count_tokens(start))
+    return start + line * max(1, room // count_tokens(line))
+
+
 def _render(
-    kind: str | None, answer: Any, task: Task[Any], user_text: str, payload: Any
+    kind: str | None,
+    answer: Any,
+    task: Task[Any],
+    user_text: str,
+    payload: Any,
+    messages: list[Any],
+    max_tokens: int,
 ) -> tuple[str | None, str, str | None]:
     """(content, finish_reason, refusal) for the answer, bent by the fault if there is one."""
     text = json.dumps(answer, ensure_ascii=False, sort_keys=True)
     if kind == "malformed_json":
-        chatty = f"Sure! Here is the {task.schema_name} you asked for:\n{text}\nHope it helps."
+        # Python's repr (single quotes): looks like JSON, parses as none, even salvaged.
+        chatty = f"Sure! Here is the {task.schema_name} you asked for:\n{answer!r}\nHope it helps."
         return chatty, "stop", None
+    if kind == "fenced_json":
+        return f"Here is the JSON:\n```json\n{text}\n```", "stop", None
+    if kind == "repetition_loop":
+        return _repetition_loop(text, max_tokens), "length", None
+    if kind == "unknown_ids":
+        cited = _cite_unknown_ids(answer, _haystack(user_text, payload))
+        return json.dumps(cited, ensure_ascii=False, sort_keys=True), "stop", None
+    if kind == "echo_examples":
+        echoed = _echo_examples(answer, _prompt_examples(messages))
+        return json.dumps(echoed, ensure_ascii=False, sort_keys=True), "stop", None
     if kind == "truncated_json":
         return text[: max(1, len(text) // 2)], "length", None
     if kind == "finish_length":
@@ -443,8 +595,13 @@ class LocalOpenAIServer:
         *,
         task_modules: Iterable[str] = (),
         log_level: str = "warning",
+        latency_s: float = 0.0,
+        serial: bool = False,
     ) -> None:
         self.host = host
+        self.latency_s = latency_s
+        # Bound to the serving loop on first use (asyncio locks are loop-agnostic until then).
+        self._slot: asyncio.Lock | None = asyncio.Lock() if serial else None
         self._requested_port = port
         self._log_level = log_level
         self._state = _State()
@@ -595,6 +752,17 @@ class LocalOpenAIServer:
         with self._state.lock:
             return copy.deepcopy(self._state.stats)
 
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Wait until no chat request is being answered (a client that timed out leaves one
+        generating); True when idle. Tests call it so such an answer lands in their own stats."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._state.lock:
+                if self._state.in_flight == 0:
+                    return True
+            time.sleep(0.02)
+        return False
+
     def reset_stats(self) -> None:
         with self._state.lock:
             self._state.stats = ServerStats()
@@ -647,6 +815,14 @@ class LocalOpenAIServer:
             return _error(
                 500, "The server had an error (injected fault).", "server_error", None, **headers
             )
+        if fault.kind == "reject_json_schema":
+            # llama.cpp's server, verbatim in substance: its pydantic check of response_format.
+            return _error(
+                500,
+                "1 validation error for ResponseFormat\ntype\n  Input should be 'text' or "
+                "'json_object' [type=literal_error, input_value='json_schema', input_type=str]",
+                "server_error",
+            )
         if fault.kind == "timeout":
             await self._pause(fault.delay_s)
         return None
@@ -671,22 +847,23 @@ class LocalOpenAIServer:
             return _error(
                 400, "streaming is not supported by this test server", "invalid_request_error"
             )
-        schema = _schema_name(body.get("response_format"))
+        schema, task = _find_task(body, messages)
+        response_format = _format_type(body.get("response_format"))
+        max_tokens = _max_tokens(body)
         if schema is None:
-            state.record(RequestRecord("chat", None, None, 400))
+            state.record(RequestRecord("chat", None, None, 400, response_format, max_tokens))
             return _error(
                 400,
-                "response_format must be {'type': 'json_schema', 'json_schema': {'name': ...}} "
-                "(what client.chat.completions.parse(response_format=Model) sends)",
+                "no task for this request: name the output model in the request's schema, or open "
+                "the messages with a registered task's system prompt",
                 "invalid_request_error",
                 "missing_response_format",
             )
-        task = task_for_schema(schema)
         if task is None:
-            state.record(RequestRecord("chat", schema, None, 400))
+            state.record(RequestRecord("chat", schema, None, 400, response_format, max_tokens))
             return _error(
                 400,
-                f"unknown response_format schema {schema!r}: no task registered for it. "
+                f"no task is registered for the schema named {schema!r}. "
                 "Import the module that defines the task (hltm.llm.load_task/register_task) "
                 "before calling, or pass --task-module to the standalone server. "
                 f"Registered: {', '.join(registered_schemas()) or '(none)'}.",
@@ -694,16 +871,57 @@ class LocalOpenAIServer:
                 "unknown_schema",
             )
         user_text = _user_text(messages)
-        fault = state.take("chat", user_text)
+        fault = state.take("chat", user_text, response_format)
         kind = fault.kind if fault else None
+
+        def record(status: int, usage: dict[str, int] | None = None) -> None:
+            state.record(
+                RequestRecord("chat", schema, kind, status, response_format, max_tokens), usage
+            )
+
+        with self._state.lock:
+            self._state.in_flight += 1
+        try:
+            async with self._generating():
+                return await self._complete(
+                    task, body, messages, user_text, fault, max_tokens, record
+                )
+        finally:
+            with self._state.lock:
+                self._state.in_flight -= 1
+
+    @contextlib.asynccontextmanager
+    async def _generating(self) -> Any:
+        """Serial mode: one answer at a time (a request arriving meanwhile waits, counted)."""
+        if self._slot is None:
+            yield
+            return
+        if self._slot.locked():
+            with self._state.lock:
+                self._state.stats.stacked += 1
+        async with self._slot:
+            yield
+
+    async def _complete(
+        self,
+        task: Task[Any],
+        body: dict[str, Any],
+        messages: list[Any],
+        user_text: str,
+        fault: Fault | None,
+        max_tokens: int | None,
+        record: Callable[..., None],
+    ) -> JSONResponse:
+        kind = fault.kind if fault else None
+        started = time.monotonic()
         refused = await self._transport_fault(fault)
         if refused is not None:
-            state.record(RequestRecord("chat", schema, kind, refused.status_code))
+            record(refused.status_code)
             return refused
         try:
             payload = payload_from_messages(messages)
         except (ValueError, KeyError, TypeError):
-            state.record(RequestRecord("chat", schema, kind, 400))
+            record(400)
             return _error(
                 400,
                 "the last message carries no ```json payload block (rendered by hltm.llm.Task)",
@@ -714,7 +932,7 @@ class LocalOpenAIServer:
             answer = await run_in_threadpool(task.offline, payload)
         except Exception as err:  # a bug in the handler: say so, and tell the SDK not to retry
             log.exception("offline handler of task %r failed", task.name)
-            state.record(RequestRecord("chat", schema, kind, 500))
+            record(500)
             return _error(
                 500,
                 f"offline handler of task {task.name!r} failed: {type(err).__name__}: {err}",
@@ -722,17 +940,19 @@ class LocalOpenAIServer:
                 "handler_error",
                 **{"x-should-retry": "false"},
             )
-        content, finish_reason, refusal = _render(kind, answer, task, user_text, payload)
-        prompt_tokens = sum(
-            count_tokens(_text_of(m.get("content"))) + _TOKENS_PER_MESSAGE
-            for m in messages
-            if isinstance(m, dict)
+        # A fixed latency per answer, the handler's own time included (it stands for the model).
+        await self._pause(self.latency_s - (time.monotonic() - started))
+        content, finish_reason, refusal = _render(
+            kind, answer, task, user_text, payload, messages, max_tokens or DEFAULT_MAX_TOKENS
+        )
+        sent_tokens = prompt_tokens(
+            [{"content": _text_of(m.get("content"))} for m in messages if isinstance(m, dict)]
         )
         completion_tokens = count_tokens(content or refusal or "")
         usage = {
-            "prompt_tokens": prompt_tokens,
+            "prompt_tokens": sent_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "total_tokens": sent_tokens + completion_tokens,
         }
         completion = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -750,7 +970,7 @@ class LocalOpenAIServer:
             ],
             "usage": usage,
         }
-        state.record(RequestRecord("chat", schema, kind, 200), usage)
+        record(200, usage)
         return JSONResponse(completion)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -914,12 +1134,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="KIND[:TIMES[:MATCH]]",
         help="inject a fault at start, e.g. http_429:2 or timeout:always:resume-7",
     )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="fixed delay added to every chat answer (benchmarks of LLM-bound work)",
+    )
+    parser.add_argument(
+        "--serial",
+        action="store_true",
+        help="answer one chat request at a time, like a llama.cpp server with one slot",
+    )
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
     defaults = () if args.no_default_tasks else DEFAULT_TASK_MODULES
     modules = list(dict.fromkeys([*defaults, *args.task_module]))
-    server = LocalOpenAIServer(args.host, args.port, task_modules=modules, log_level=args.log_level)
+    server = LocalOpenAIServer(
+        args.host,
+        args.port,
+        task_modules=modules,
+        log_level=args.log_level,
+        latency_s=args.latency_ms / 1000,
+        serial=args.serial,
+    )
     for spec in args.fault:
         kind, _, rest = spec.partition(":")
         times_text, _, match = rest.partition(":")
