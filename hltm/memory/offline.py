@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from hltm.memory import lexicon as lx
+from hltm.memory.places import find_places
 
 Payload = dict[str, Any]
 
@@ -147,11 +148,16 @@ def facets(payload: Payload) -> Payload:
             bag.add("seniority", name, source)
     from_titles = "seniority" in bag.fields()
 
-    for source, _kind, text in _sources_of(payload):
+    sources = _sources_of(payload)
+    speakers = lx.speaker_labels([text for _, _, text in sources])
+    for source, _kind, text in sources:
         if not text:
             continue
         for name, _ in lx.find_terms(lx.LOCATIONS, text):
             bag.add("location", name, source)
+        for place, _ in find_places(text):
+            if not lx.find_terms(lx.LOCATIONS, place):  # a hub already named it
+                bag.add("location", place, source)
         for name, _ in lx.find_terms(lx.WORK_MODES, text, negatable=True):
             bag.add("work_mode", name, source)
         for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, text, negatable=True):
@@ -169,7 +175,7 @@ def facets(payload: Payload) -> Payload:
             bag.add("years_experience", value, source)
         for value, _ in lx.find_languages(text):
             bag.add("language", value, source)
-        for field, value, _ in lx.find_explicit(text):
+        for field, value, _ in lx.find_explicit(text, speakers):
             _add_canonical(bag, field, value, source)
 
     reasons: Counter[str] = Counter()
