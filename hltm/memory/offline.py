@@ -91,8 +91,10 @@ class _FacetBag:
 def _add_canonical(bag: _FacetBag, field: str, value: str, source: str) -> None:
     """An explicit `field: value` mapped onto the vocabularies where it names known terms."""
     if field == "location":
-        found = lx.find_terms(lx.LOCATIONS, value)
-        for name, _ in found or [(value, 0)]:
+        found = lx.find_terms(lx.LOCATIONS, value) or find_places(value)
+        if not found and not re.search(r"\d", value) and not lx.find_terms(lx.WORK_MODES, value):
+            found = [(value, 0)]  # a place no vocabulary knows, unless it is an address or a mode
+        for name, _ in found:
             bag.add("location", name, source)
     elif field == "skill":
         for part in re.split(r"[,;/|]| and | и ", value):
@@ -103,6 +105,9 @@ def _add_canonical(bag: _FacetBag, field: str, value: str, source: str) -> None:
         found = lx.find_terms(terms, value, negatable=True)
         for name, _ in found or [(value, 0)]:
             bag.add(field, name, source)
+    elif field == "salary":
+        for name, _ in lx.find_salaries(f"salary: {value}") or [(value, 0)]:
+            bag.add("salary", name, source)
     elif field == "years_experience":
         found = lx.find_experience(value)
         bag.add(field, found[0][0] if found else value, source)

