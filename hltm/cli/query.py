@@ -193,6 +193,88 @@ def eval_memory(
         click.echo(f"\nwrote {json_path}")
 
 
+_REALDATA_HELP = "Directory with the real data sets (default: ../shared/realdata beside the repo)."
+_KEEP_HELP = "Keep the evaluation's data directory here (its embedding cache makes reruns fast)."
+
+
+def _write_json(path: Path | None, data: object) -> None:
+    if path:
+        path.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str))
+        click.echo(f"\nwrote {path}")
+
+
+@eval_group.command("facets")
+@click.option(
+    "--set", "which", type=click.Choice(["en", "ru", "both"]), default="both", show_default=True
+)
+@click.option("--limit", type=int, default=None, help="Only the first N postings of each set.")
+@click.option(
+    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
+)
+@click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
+def eval_facets(
+    which: str, limit: int | None, data_dir: Path | None, keep: Path | None, json_path: Path | None
+) -> None:
+    """Facet extraction P/R/F1 per field on real EN and RU postings vs their structured columns."""
+    from hltm.realdata.postings import evaluate_postings
+
+    out = {}
+    for name in ("en", "ru") if which == "both" else (which,):
+        try:
+            report = evaluate_postings(
+                settings(), name, data_dir=data_dir, limit=limit, keep=keep / name if keep else None
+            )
+        except (FileNotFoundError, ValueError) as err:
+            fail(str(err))
+            return
+        click.echo(report.table() + "\n")
+        out[name] = report.as_dict()
+    _write_json(json_path, out)
+
+
+@eval_group.command("locomo")
+@click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
+@click.option("--questions", type=int, default=None, help="At most N questions in all.")
+@click.option("--leakage", "leakage_n", type=int, default=50, show_default=True)
+@click.option(
+    "--rag-k", type=int, default=8, show_default=True, help="Turns the RAG baseline reads."
+)
+@click.option(
+    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
+)
+@click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
+def eval_locomo(
+    conversations: int | None,
+    questions: int | None,
+    leakage_n: int,
+    rag_k: int,
+    data_dir: Path | None,
+    keep: Path | None,
+    json_path: Path | None,
+) -> None:
+    """Conversation retrieval on LoCoMo: HLTM beside vector RAG over raw turns, plus leakage."""
+    from hltm.realdata.locomo import evaluate_locomo
+
+    try:
+        report = evaluate_locomo(
+            settings(),
+            data_dir=data_dir,
+            conversations=conversations,
+            questions=questions,
+            leakage=leakage_n,
+            rag_k=rag_k,
+            keep=keep,
+            progress=lambda message: click.echo(f"  … {message}", err=True),
+        )
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
+        return
+    click.echo(report.table())
+    _write_json(json_path, report.as_dict())
+
+
 @click.command()
 @click.option("--limit", default=20, show_default=True)
 def queries(limit: int) -> None:

@@ -179,14 +179,16 @@ def facets(payload: Payload) -> Payload:
                 bag.add("seniority", name, source)
         for name, _ in lx.find_terms(lx.SKILLS_ALL, text, negatable=True):
             bag.add("skill", name, source)
-        for value, _ in lx.find_salaries(text):
+        salaries = lx.find_salaries(text)
+        for value, _ in salaries:
             bag.add("salary", value, source)
         for value, _ in lx.find_experience(text)[:1]:
             bag.add("years_experience", value, source)
         for value, _ in lx.find_languages(text):
             bag.add("language", value, source)
         for field, value, _ in lx.find_explicit(text, speakers):
-            _add_canonical(bag, field, value, source)
+            if not (field == "salary" and salaries):  # the full line was read already
+                _add_canonical(bag, field, value, source)
 
     reasons: Counter[str] = Counter()
     reason_sources: dict[str, set[str]] = defaultdict(set)
@@ -224,7 +226,7 @@ PROJECT_QUESTIONS = {
     "years_experience": "How many years of experience does the {title} role require?",
     "language": "Which languages must candidates for the {title} role speak?",
     "rejection_reason": "Why were candidates rejected for the {title} role?",
-    "status": "What is the status of the {title} hiring project?",
+    "status": "What is the status of the {title} project?",
 }
 _GENERIC_PROJECT_QUESTION = "What is the {phrase} of the {title} role?"
 
@@ -437,7 +439,8 @@ def summary(payload: Payload) -> Payload:
                 sentences.append(f"[{doc['document_id']}] {kind}: {line.rstrip('.')}.")
     else:  # many short documents (a chat's turns): the node's most salient sentences
         for unit in salience.best(items, _KEY_POINTS):
-            sentences.append(f"[{unit.source}] {_said(unit).rstrip('.')}.")
+            line = _said(unit)
+            sentences.append(f"[{unit.source}] {line}" + ("" if line[-1] in ".!?" else "."))
     for vacancy in payload.get("vacancies", []):
         requirements = vacancy.get("requirements", [])
         mandatory = sum(1 for r in requirements if r.get("mandatory"))

@@ -369,12 +369,21 @@ _STOP = frozenset(
 _TOKEN = re.compile(r"[A-Za-zА-Яа-яЁё][\w'’+#-]*|\d{4}")
 
 
+def _word(raw: str) -> str:
+    """A token casefolded, without its possessive or contraction (`Caroline's` → caroline,
+    `I'm` → im, `thinkin'` → thinkin)."""
+    word = raw.casefold().strip("'’-")
+    word = re.sub(
+        r"['’](?:s|m|ve|re|ll|d)$", lambda m: "" if m.group(0)[1:] == "s" else m.group(0)[1:], word
+    )
+    return word.replace("'", "").replace("’", "").replace("n't", "nt")
+
+
 def terms(text: str) -> list[str]:
     """Content terms of `text`, casefolded, stop words and one-letter words out."""
     out = []
     for raw in _TOKEN.findall(text):
-        word = raw.casefold().strip("'’-")
-        word = re.sub(r"['’]s$", "", word)
+        word = _word(raw)
         if len(word) > 1 and word not in _STOP:
             out.append(word)
     return out
@@ -433,10 +442,11 @@ class Salience:
         local: Counter[str] = Counter()
         surface: dict[str, str] = {}
         first: dict[str, int] = {}
+        speakers = {_word(u.speaker) for u in items if u.speaker}  # named in the question already
         for unit in items:
             for raw in _TOKEN.findall(unit.text):
-                word = re.sub(r"['’]s$", "", raw.casefold().strip("'’-"))
-                if len(word) > 1 and word not in _STOP:
+                word = _word(raw)
+                if len(word) > 1 and word not in _STOP and word not in speakers:
                     local[word] += 1
                     surface.setdefault(word, raw.strip("'’-"))
                     first.setdefault(word, len(first))
