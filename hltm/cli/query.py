@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from hltm.cli import fail, settings
 
 _LEVELS = ("contract", "seat", "project")
+T = TypeVar("T")
 
 
 def _identity(contract: str | None, seat: str | None, project: str | None):  # type: ignore[no-untyped-def]
@@ -137,6 +140,19 @@ def token_revoke(token_id: str) -> None:
     click.echo(f"revoked {token_id}")
 
 
+def _evaluated(run: Callable[[], T]) -> T:
+    """An evaluation's report, or a clear error (missing data, bad option) and exit."""
+    try:
+        return run()
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
+        raise  # unreachable: fail() exits
+
+
+def _progress(message: str) -> None:
+    click.echo(f"  … {message}", err=True)
+
+
 @click.group(name="eval")
 def eval_group() -> None:
     """Evaluations."""
@@ -173,19 +189,17 @@ def eval_memory(
 
     cfg = settings()
     world = world or cfg.data_dir / "world"
-    try:
-        report = evaluate(
+    report = _evaluated(
+        lambda: evaluate(
             cfg,
             world,
             systems=systems or ALL_SYSTEMS,
             judge=judge,
             leakage=leakage,
             limit=limit,
-            progress=lambda name: click.echo(f"  … {name}", err=True),
+            progress=_progress,
         )
-    except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
-        return
+    )
     click.echo(report.table())
     if json_path:
         data = report.metadata() | {"per_question": {r.name: r.per_question for r in report.rows}}
@@ -221,13 +235,11 @@ def eval_facets(
 
     out = {}
     for name in ("en", "ru") if which == "both" else (which,):
-        try:
-            report = evaluate_postings(
+        report = _evaluated(
+            lambda name=name: evaluate_postings(
                 settings(), name, data_dir=data_dir, limit=limit, keep=keep / name if keep else None
             )
-        except (FileNotFoundError, ValueError) as err:
-            fail(str(err))
-            return
+        )
         click.echo(report.table() + "\n")
         out[name] = report.as_dict()
     _write_json(json_path, out)
@@ -257,8 +269,8 @@ def eval_locomo(
     """Conversation retrieval on LoCoMo: HLTM beside vector RAG over raw turns, plus leakage."""
     from hltm.realdata.locomo import evaluate_locomo
 
-    try:
-        report = evaluate_locomo(
+    report = _evaluated(
+        lambda: evaluate_locomo(
             settings(),
             data_dir=data_dir,
             conversations=conversations,
@@ -266,11 +278,9 @@ def eval_locomo(
             leakage=leakage_n,
             rag_k=rag_k,
             keep=keep,
-            progress=lambda message: click.echo(f"  … {message}", err=True),
+            progress=_progress,
         )
-    except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
-        return
+    )
     click.echo(report.table())
     _write_json(json_path, report.as_dict())
 

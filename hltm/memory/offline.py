@@ -33,6 +33,7 @@ _MAX_FACET_QA = 6  # the rest of a project's pairs are extracts of its own texts
 _DOCUMENT_LINES = 6  # up to this many documents, the summary quotes each one's best sentence
 _KEY_POINTS = 10  # otherwise the node's most salient sentences
 _SHORT_TERMS = 8  # salient terms the one-sentence summary names
+_QUESTION_TERMS = 6  # salient terms an extract's question names
 _MAX_PARENT_QA = 10
 _MIN_QA = 5
 
@@ -283,7 +284,7 @@ def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
     items, salience, kinds = _content(payload)
     pairs = []
     for part in segments(items, count):
-        about = salience.top_terms(part, 5)
+        about = salience.top_terms(part, _QUESTION_TERMS)
         best = salience.best(part, 2)
         if not about or not best:
             continue

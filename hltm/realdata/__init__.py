@@ -66,8 +66,12 @@ def ingest_rows(settings: Settings, tables: dict[str, list[dict[str, Any]]]) -> 
 
 
 def build_memory(settings: Settings) -> RefreshReport:
-    """The whole memory tree of the loaded sources, with the configured models."""
-    return builder_from_settings(settings).full_build()
+    """The whole memory tree of the loaded sources, built from scratch with the configured
+    models (a kept directory's old nodes go first: the extractors' code is not part of a node's
+    version, and an evaluation measures the code as it is)."""
+    builder = builder_from_settings(settings)
+    builder.delete(sorted(builder.store.built()))
+    return builder.full_build()
 
 
 def slug(text: str, fallback: str) -> str:
