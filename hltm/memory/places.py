@@ -183,10 +183,15 @@ def find_places(text: str) -> list[tuple[str, int]]:
             add(_canonical(entry), match.start(1))
     for match in _RU_CITY.finditer(text):
         before = text[max(0, match.start() - 4) : match.start()].casefold()
-        if re.search(r"(?:\bв|\bво|г\.)\s$", before):
-            entry = _city_named(match.group(1))
-            if entry:
-                add(_canonical(entry), match.start())
+        entry = _city_named(match.group(1), whole=True)
+        if entry is None:
+            continue
+        cued = re.search(r"(?:\bв|\bво|г\.)\s$", before)
+        # A capitalised word inside a sentence ("…, Воронеж", "(Ростов-на-Дону)") naming a large
+        # city; a sentence's first word is capitalised anyway, so it needs a cue.
+        inside = re.search(r"[^\s.!?]\s*$", text[: match.start()])
+        if cued or (inside and entry.population >= _WELL_KNOWN):
+            add(_canonical(entry), match.start())
     if not found:
         for match in _COUNTRY.finditer(text):
             country = _countries().get(match.group(1).casefold())

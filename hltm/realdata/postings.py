@@ -311,7 +311,8 @@ def text_states(name: str, reference: Any, text: str) -> bool:
         city = place_key(reference)[0]
         if city in _COUNTRY_ONLY:
             return bool(re.search(r"united states|\busa\b|\bu\.s\.|россия|\bрф\b", low))
-        return bool(city) and city[: max(4, len(city) - 2)] in low
+        names = {city, reference.split(",")[0].strip().casefold()}  # canonical and as written
+        return any(n and n[: max(4, len(n) - 2)] in low for n in names)
     if name in ("salary", "salary_period"):
         ref = reference if isinstance(reference, Salary) else None
         amounts = [] if ref is None else [x for x in (ref.low, ref.high) if x is not None]
