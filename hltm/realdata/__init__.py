@@ -12,6 +12,7 @@ query path on it, and scores the result beside baselines.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tempfile
@@ -75,6 +76,8 @@ def build_memory(settings: Settings) -> RefreshReport:
 
 
 def slug(text: str, fallback: str) -> str:
-    """A stable id fragment for a name (companies, speakers)."""
-    words = re.findall(r"\w+", text.casefold())
-    return "-".join(words)[:40] or fallback
+    """A stable ASCII id fragment for a name (vector collections are named after contract ids,
+    so a Cyrillic name gets its readable ASCII part plus a short hash of the whole)."""
+    words = re.findall(r"[a-z0-9]+", text.casefold())
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
+    return ("-".join(words)[:32] + "-" + digest).strip("-") if text else fallback
