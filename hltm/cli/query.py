@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from hltm.cli import fail, settings
 
 _LEVELS = ("contract", "seat", "project")
+T = TypeVar("T")
 
 
 def _identity(contract: str | None, seat: str | None, project: str | None):  # type: ignore[no-untyped-def]
@@ -155,6 +158,19 @@ def token_revoke(token_id: str) -> None:
     click.echo(f"revoked {token_id}")
 
 
+def _evaluated(run: Callable[[], T]) -> T:
+    """An evaluation's report, or a clear error (missing data, bad option) and exit."""
+    try:
+        return run()
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
+        raise  # unreachable: fail() exits
+
+
+def _progress(message: str) -> None:
+    click.echo(f"  … {message}", err=True)
+
+
 @click.group(name="eval")
 def eval_group() -> None:
     """Evaluations."""
@@ -191,24 +207,100 @@ def eval_memory(
 
     cfg = settings()
     world = world or cfg.data_dir / "world"
-    try:
-        report = evaluate(
+    report = _evaluated(
+        lambda: evaluate(
             cfg,
             world,
             systems=systems or ALL_SYSTEMS,
             judge=judge,
             leakage=leakage,
             limit=limit,
-            progress=lambda name: click.echo(f"  … {name}", err=True),
+            progress=_progress,
         )
-    except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
-        return
+    )
     click.echo(report.table())
     if json_path:
         data = report.metadata() | {"per_question": {r.name: r.per_question for r in report.rows}}
         json_path.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str))
         click.echo(f"\nwrote {json_path}")
+
+
+_REALDATA_HELP = "Directory with the real data sets (default: ../shared/realdata beside the repo)."
+_KEEP_HELP = "Keep the evaluation's data directory here (its embedding cache makes reruns fast)."
+
+
+def _write_json(path: Path | None, data: object) -> None:
+    if path:
+        path.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str))
+        click.echo(f"\nwrote {path}")
+
+
+@eval_group.command("facets")
+@click.option(
+    "--set", "which", type=click.Choice(["en", "ru", "both"]), default="both", show_default=True
+)
+@click.option("--limit", type=int, default=None, help="Only the first N postings of each set.")
+@click.option(
+    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
+)
+@click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
+def eval_facets(
+    which: str, limit: int | None, data_dir: Path | None, keep: Path | None, json_path: Path | None
+) -> None:
+    """Facet extraction P/R/F1 per field on real EN and RU postings vs their structured columns."""
+    from hltm.realdata.postings import evaluate_postings
+
+    out = {}
+    for name in ("en", "ru") if which == "both" else (which,):
+        report = _evaluated(
+            lambda name=name: evaluate_postings(
+                settings(), name, data_dir=data_dir, limit=limit, keep=keep / name if keep else None
+            )
+        )
+        click.echo(report.table() + "\n")
+        out[name] = report.as_dict()
+    _write_json(json_path, out)
+
+
+@eval_group.command("locomo")
+@click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
+@click.option("--questions", type=int, default=None, help="At most N questions in all.")
+@click.option("--leakage", "leakage_n", type=int, default=50, show_default=True)
+@click.option(
+    "--rag-k", type=int, default=8, show_default=True, help="Turns the RAG baseline reads."
+)
+@click.option(
+    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
+)
+@click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
+def eval_locomo(
+    conversations: int | None,
+    questions: int | None,
+    leakage_n: int,
+    rag_k: int,
+    data_dir: Path | None,
+    keep: Path | None,
+    json_path: Path | None,
+) -> None:
+    """Conversation retrieval on LoCoMo: HLTM beside vector RAG over raw turns, plus leakage."""
+    from hltm.realdata.locomo import evaluate_locomo
+
+    report = _evaluated(
+        lambda: evaluate_locomo(
+            settings(),
+            data_dir=data_dir,
+            conversations=conversations,
+            questions=questions,
+            leakage=leakage_n,
+            rag_k=rag_k,
+            keep=keep,
+            progress=_progress,
+        )
+    )
+    click.echo(report.table())
+    _write_json(json_path, report.as_dict())
 
 
 @click.command()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hltm.memory.salary import find_salaries as read_salaries
+
 # The facet fields the extractors produce, in the order their questions come first, and how a
 # sentence names each (any other field follows alphabetically).
 FIELD_PHRASES: dict[str, str] = {
@@ -164,6 +166,7 @@ WORK_MODES = _terms(
             r"работа в офисе",
             r"формат\w*\s?[—:–-]?\s?офис\w*",
             r"из офиса",
+            r"в офис(?!\w)",
         ],
     }
 )
@@ -177,7 +180,11 @@ EMPLOYMENT_TYPES = _terms(
             r"неполн\w+ (?:занятост|день)\w*",
         ],
         "contract": [
-            r"contract(?:or)? (?:role|position|basis)",
+            r"contract(?:or)? (?:role|position|basis|job|assignment|opportunity|employee|work)",
+            r"contract[- ]to[- ](?:hire|perm)",
+            r"\(contract\)",
+            r"(?:w2|1099|short[- ]term|long[- ]term) contract",
+            r"(?:job|employment|position) type:?\s?contract",
             r"contractor",
             r"fixed[- ]term contract",
             r"b2b contract",
@@ -187,13 +194,20 @@ EMPLOYMENT_TYPES = _terms(
         ],
         "internship": [r"internship", r"intern", r"стажировк\w*", r"стаж[её]р\w*"],
         "freelance": [r"freelance\w*", r"фриланс\w*", r"проектн\w+ работ\w*"],
+        "temporary": [
+            r"temporary",
+            r"temp[- ]to[- ](?:hire|perm)",
+            r"seasonal",
+            r"временн\w+ работ\w*",
+        ],
+        "volunteer": [r"volunteer position", r"volunteer role", r"unpaid", r"волонт[её]р\w*"],
     }
 )
 
 SENIORITY = _terms(
     {
         "intern": [r"intern", r"стаж[её]р\w*"],
-        "junior": [r"junior", r"jr\.?", r"джун\w*", r"младш\w+"],
+        "junior": [r"junior", r"jr\.?", r"entry[- ]level", r"джун\w*", r"младш\w+"],
         "middle": [r"middle", r"mid[- ]level", r"мидл\w*"],
         "senior": [r"senior", r"sr\.", r"сеньор\w*", r"синьор\w*", r"старш\w+"],
         "lead": [
@@ -360,24 +374,6 @@ EXPERIENCE_RU = re.compile(
     re.IGNORECASE,
 )
 
-# Money: an amount (with k / тыс / млн) and a currency, or a range of them.
-_AMOUNT = r"\d{1,3}(?:[ \u00a0,.]\d{3})*(?:[.,]\d+)?\s?(?:k|K|тыс\.?|тысяч|млн|thousand)?"
-_CUR_BEFORE = r"[$€£₽]"
-_CUR_AFTER = r"(?:[$€£₽]|USD|EUR|GBP|RUB|руб(?:\.|лей|ля)?|р\.|долл\w*|евро|net|gross|gross/year)"
-_MONEY = rf"(?:{_CUR_BEFORE}\s?)?{_AMOUNT}(?:\s?{_CUR_AFTER})?"
-_PERIOD = r"(?:\s?(?:per|a|в|/)\s?(?:year|annum|month|hour|год|месяц|мес\.?|час))?"
-SALARY = re.compile(
-    rf"(?:(?:from|up to|от|до)\s)?{_MONEY}(?:\s?(?:-|–|—|to|до)\s?{_MONEY})?"
-    rf"(?:\s?{_CUR_AFTER})*{_PERIOD}",
-)
-SALARY_CONTEXT = re.compile(
-    r"salary|compensation|pay\b|paid\b|budget|base\b|ctc|зарплат\w*|оклад\w*|доход\w*|з/п|"
-    r"вилк\w*|компенсац\w*|бюджет\w*",
-    re.IGNORECASE,
-)
-_CURRENCY = re.compile(r"[$€£₽]|\b(?:USD|EUR|GBP|RUB)\b|руб")
-_MONEY_MARK = re.compile(r"[$€£₽]|USD|EUR|GBP|RUB|руб|долл|евро|\d\s?(?:k|K)\b|тыс|млн")
-
 # Explicit "Field: value" lines, common in intake notes and structured job posts.
 EXPLICIT_LINE = re.compile(
     r"^[ \t]*[-*•]?[ \t]*([A-Za-zА-Яа-яЁё][A-Za-zА-Яа-яЁё /()_-]{1,30}?)[ \t]*:[ \t]*(\S[^\n]{0,79}?)"
@@ -503,21 +499,8 @@ def canonical(field: str, value: str) -> str:
 
 
 def find_salaries(text: str) -> list[tuple[str, int]]:
-    """Money amounts or ranges with a currency, on lines that talk about pay (or with a symbol)."""
-    out = []
-    for sentence_match in re.finditer(r"[^\n]+", text):
-        sentence = sentence_match.group(0)
-        for match in SALARY.finditer(sentence):
-            span = re.sub(r"\s+", " ", match.group(0)).strip(" ,.")
-            if not any(ch.isdigit() for ch in span) or not _MONEY_MARK.search(span):
-                continue
-            digits = re.sub(r"\D", "", span)
-            if len(digits) < 2:
-                continue
-            if not (SALARY_CONTEXT.search(sentence) or _CURRENCY.search(span)):
-                continue
-            out.append((span, sentence_match.start() + match.start()))
-    return out
+    """Pay amounts or ranges stated in `text`, each in its canonical spelling (`hltm.memory.salary`)."""
+    return [(salary.value, offset) for salary, offset in read_salaries(text)]
 
 
 def find_experience(text: str) -> list[tuple[str, int]]:
@@ -549,26 +532,53 @@ def find_languages(text: str) -> list[tuple[str, int]]:
 
 
 _PERSON = re.compile(r"^[A-ZА-ЯЁ][a-zа-яё'-]+(?: [A-ZА-ЯЁ][a-zа-яё'-]+){1,2}$")
+# What makes a `Label: value` line a speaker's turn rather than a field: the value talks
+# (first or second person, an exclamation, a question, a quotation).
+_SPEECH = re.compile(
+    r"[!?\"“”«»]|(?<![\w'])I(?![\w'])|(?<![\w'])I['’](?:m|ve|d|ll)\b|"
+    r"(?i:\b(?:me|my|mine|we|we're|our|you|you're|your|yours|я|мы|ты|вы|мне|меня|нам|мой|моя|"
+    r"наш|ваш|твой)\b)"
+)
 
 
-def find_explicit(text: str) -> list[tuple[str, str, int]]:
+def _is_field(raw_field: str) -> bool:
+    return normalise_field(raw_field) in FIELD_SYNONYMS.values()
+
+
+def speaker_labels(texts: list[str]) -> frozenset[str]:
+    """Labels that open two or more `Label: value` lines with different values across `texts`
+    and are not facet fields: the speakers of a transcript or chat (`Caroline: …`)."""
+    values: dict[str, set[str]] = {}
+    for text in texts:
+        for match in EXPLICIT_LINE.finditer(text):
+            label = match.group(1).strip()
+            if not _is_field(label):
+                values.setdefault(label.casefold(), set()).add(match.group(2).strip())
+    return frozenset(label for label, seen in values.items() if len(seen) >= 2)
+
+
+def find_explicit(text: str, speakers: frozenset[str] = frozenset()) -> list[tuple[str, str, int]]:
     """`Field: value` lines: (normalised field, value, offset).
 
-    A field naming a skill (`dbt: confident`) becomes a `skill` facet; a field that is a
-    person's name (`Maria Lopez: rejected after ...`) or a value that is prose is skipped.
+    A field naming a skill (`dbt: confident`) becomes a `skill` facet. Skipped: a speaker's turn
+    (a label in `speakers`, or a value that talks: `Caroline: I went to a support group!`), a
+    field that is a person's name (`Maria Lopez: rejected after ...`), and a value that is prose.
     """
     out = []
     for match in EXPLICIT_LINE.finditer(text):
         raw_field, value = match.group(1).strip(), match.group(2).strip()
+        known = _is_field(raw_field)
+        if not known and (raw_field.casefold() in speakers or _SPEECH.search(value)):
+            continue
         value = re.split(r"(?<=[.!?])\s", value)[0].rstrip(" .;")
         field = normalise_field(raw_field)
         skill = term_named(SKILLS_ALL, raw_field)
-        if skill and field not in FIELD_SYNONYMS.values():
+        if skill and not known:
             out.append(("skill", skill, match.start()))
             continue
         if field in _EXPLICIT_SKIP or len(raw_field.split()) > 4 or len(value.split()) > 10:
             continue
-        if field not in FIELD_SYNONYMS.values() and _PERSON.match(raw_field):
+        if not known and _PERSON.match(raw_field):
             continue
         if not value or value.startswith("//"):
             continue

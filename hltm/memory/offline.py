@@ -20,13 +20,20 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from hltm.memory import lexicon as lx
+from hltm.memory.places import find_places
+from hltm.memory.salience import Salience, Unit, segments, units
 
 Payload = dict[str, Any]
 
 FIELD_ORDER = tuple(lx.FIELD_PHRASES)
 FIELD_PHRASE = lx.FIELD_PHRASES
 _MAX_VALUES_IN_ANSWER = 8
-_MAX_QA = 8  # per project (the prompt allows 5–10); parents get up to 10
+_MAX_QA = 10  # per project (the prompt allows 5–10); parents get up to 10 too
+_MAX_FACET_QA = 6  # the rest of a project's pairs are extracts of its own texts
+_DOCUMENT_LINES = 6  # up to this many documents, the summary quotes each one's best sentence
+_KEY_POINTS = 10  # otherwise the node's most salient sentences
+_SHORT_TERMS = 8  # salient terms the one-sentence summary names
+_QUESTION_TERMS = 6  # salient terms an extract's question names
 _MAX_PARENT_QA = 10
 _MIN_QA = 5
 
@@ -90,8 +97,10 @@ class _FacetBag:
 def _add_canonical(bag: _FacetBag, field: str, value: str, source: str) -> None:
     """An explicit `field: value` mapped onto the vocabularies where it names known terms."""
     if field == "location":
-        found = lx.find_terms(lx.LOCATIONS, value)
-        for name, _ in found or [(value, 0)]:
+        found = lx.find_terms(lx.LOCATIONS, value) or find_places(value)
+        if not found and not re.search(r"\d", value) and not lx.find_terms(lx.WORK_MODES, value):
+            found = [(value, 0)]  # a place no vocabulary knows, unless it is an address or a mode
+        for name, _ in found:
             bag.add("location", name, source)
     elif field == "skill":
         for part in re.split(r"[,;/|]| and | и ", value):
@@ -102,6 +111,9 @@ def _add_canonical(bag: _FacetBag, field: str, value: str, source: str) -> None:
         found = lx.find_terms(terms, value, negatable=True)
         for name, _ in found or [(value, 0)]:
             bag.add(field, name, source)
+    elif field == "salary":
+        for name, _ in lx.find_salaries(f"salary: {value}") or [(value, 0)]:
+            bag.add("salary", name, source)
     elif field == "years_experience":
         found = lx.find_experience(value)
         bag.add(field, found[0][0] if found else value, source)
@@ -147,11 +159,16 @@ def facets(payload: Payload) -> Payload:
             bag.add("seniority", name, source)
     from_titles = "seniority" in bag.fields()
 
-    for source, _kind, text in _sources_of(payload):
+    sources = _sources_of(payload)
+    speakers = lx.speaker_labels([text for _, _, text in sources])
+    for source, _kind, text in sources:
         if not text:
             continue
         for name, _ in lx.find_terms(lx.LOCATIONS, text):
             bag.add("location", name, source)
+        for place, _ in find_places(text):
+            if not lx.find_terms(lx.LOCATIONS, place):  # a hub already named it
+                bag.add("location", place, source)
         for name, _ in lx.find_terms(lx.WORK_MODES, text, negatable=True):
             bag.add("work_mode", name, source)
         for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, text, negatable=True):
@@ -163,14 +180,16 @@ def facets(payload: Payload) -> Payload:
                 bag.add("seniority", name, source)
         for name, _ in lx.find_terms(lx.SKILLS_ALL, text, negatable=True):
             bag.add("skill", name, source)
-        for value, _ in lx.find_salaries(text):
+        salaries = lx.find_salaries(text)
+        for value, _ in salaries:
             bag.add("salary", value, source)
         for value, _ in lx.find_experience(text)[:1]:
             bag.add("years_experience", value, source)
         for value, _ in lx.find_languages(text):
             bag.add("language", value, source)
-        for field, value, _ in lx.find_explicit(text):
-            _add_canonical(bag, field, value, source)
+        for field, value, _ in lx.find_explicit(text, speakers):
+            if not (field == "salary" and salaries):  # the full line was read already
+                _add_canonical(bag, field, value, source)
 
     reasons: Counter[str] = Counter()
     reason_sources: dict[str, set[str]] = defaultdict(set)
@@ -208,7 +227,7 @@ PROJECT_QUESTIONS = {
     "years_experience": "How many years of experience does the {title} role require?",
     "language": "Which languages must candidates for the {title} role speak?",
     "rejection_reason": "Why were candidates rejected for the {title} role?",
-    "status": "What is the status of the {title} hiring project?",
+    "status": "What is the status of the {title} project?",
 }
 _GENERIC_PROJECT_QUESTION = "What is the {phrase} of the {title} role?"
 
@@ -242,15 +261,63 @@ def _evidence(texts: dict[str, tuple[str, str]], source: str, value: str) -> str
     return f"Stated in {kind} {source}: “{lx.first_sentence(text, 180)}”"
 
 
-def informative_sentence(text: str, values: list[str], limit: int = 220) -> str:
-    """The sentence of `text` naming most of the node's facet values (earliest on a tie)."""
+def _content(payload: Payload) -> tuple[list[Unit], Salience, dict[str, str]]:
+    """The sentences of a project's documents and vacancies, their salience, and source kinds."""
+    texts = [(sid, kind, text) for sid, kind, text in _sources_of(payload)[1:] if text]
+    texts = [t for t in texts if not t[1].endswith(" action")]
+    speakers = lx.speaker_labels([text for _, _, text in texts])
+    items = units([(sid, text) for sid, _, text in texts], speakers)
+    return items, Salience(items), {sid: kind.replace("_", " ") for sid, kind, _ in texts}
+
+
+def _said(unit: Unit) -> str:
+    return f"{unit.speaker}: {unit.text}" if unit.speaker else unit.text
+
+
+def _listing(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
+    """Up to `count` QA pairs that extract the project's own texts: its documents cut into runs,
+    each asked about by its most salient terms and answered with its most salient sentences."""
+    items, salience, kinds = _content(payload)
+    pairs = []
+    for part in segments(items, count):
+        about = salience.top_terms(part, _QUESTION_TERMS)
+        best = salience.best(part, 2)
+        if not about or not best:
+            continue
+        top = min(best, key=lambda u: (-salience.of_sentence(u.text), u.position))
+        who = list(dict.fromkeys(u.speaker for u in part if u.speaker))
+        if who:
+            question = f"What did {_listing(who)} say about {_listing(about)}?"
+        else:
+            question = (
+                f"What is said in the {kinds.get(top.source, 'document')} about {_listing(about)}?"
+            )
+        pairs.append(
+            {
+                "question": question,
+                "answer": " ".join(_said(u) for u in best),
+                "rationale": "Extracted from "
+                + ", ".join(dict.fromkeys(u.source for u in best))
+                + ".",
+                "source": top.source,
+            }
+        )
+    return pairs
+
+
+def informative_sentence(text: str, values: list[str], salience: Salience, limit: int = 220) -> str:
+    """The sentence of `text` naming most of the node's facet values, then the most salient."""
     wanted = [v.casefold() for v in values if len(v) >= 2]
-    best, best_score = "", -1
+    best, best_score = "", (-1, -1.0)
     for sentence, _ in lx.sentences(text):
         if len(sentence.split()) < 4:
             continue
         folded = sentence.casefold()
-        score = sum(1 for v in wanted if v in folded)
+        score = (sum(1 for v in wanted if v in folded), salience.of_sentence(sentence))
         if score > best_score:
             best, best_score = sentence, score
     if not best:
@@ -275,7 +342,7 @@ def qa(payload: Payload) -> Payload:
     asked: set[str] = set()
 
     def add(question: str, values: list[dict[str, Any]], rationale: str | None = None) -> None:
-        if question in asked or len(pairs) >= _MAX_QA:
+        if question in asked or len(pairs) >= _MAX_FACET_QA:
             return
         shown = values[:_MAX_VALUES_IN_ANSWER]
         source = _best_source(shown, pid)
@@ -304,21 +371,10 @@ def qa(payload: Payload) -> Payload:
         template = PROJECT_QUESTIONS.get(field, _GENERIC_PROJECT_QUESTION)
         add(template.format(title=title, phrase=_phrase(field)), grouped[field])
 
-    documents = payload.get("documents", [])
-    if len(pairs) < _MIN_QA and documents:
-        kinds = [f"{d.get('kind') or 'document'} {d['document_id']}" for d in documents]
-        first = documents[0]["document_id"]
-        question = f"Which documents describe the {title} hiring project?"
-        if question not in asked:
-            asked.add(question)
-            pairs.append(
-                {
-                    "question": question,
-                    "answer": ", ".join(kinds),
-                    "rationale": f"The project has {len(documents)} document(s) on file.",
-                    "source": first,
-                }
-            )
+    for pair in content_pairs(payload, _MAX_QA - len(pairs)):
+        if pair["question"] not in asked:
+            asked.add(pair["question"])
+            pairs.append(pair)
     counts = payload.get("actions", {}).get("counts", {})
     if len(pairs) < _MIN_QA and counts:
         summary = ", ".join(f"{counts[k]} {k}" for k in sorted(counts))
@@ -362,7 +418,7 @@ def summary(payload: Payload) -> Payload:
     status = project.get("status") or "unknown"
     grouped = _group(payload.get("facets", []))
 
-    sentences = [f"Hiring project {pid} “{title}” (status: {status})."]
+    sentences = [f"Project {pid} “{title}” (status: {status})."]
     parts = _profile_parts(grouped)
     if parts:
         sentences.append("Requirements: " + "; ".join(parts) + ".")
@@ -374,11 +430,18 @@ def summary(payload: Payload) -> Payload:
         details = [f"{_phrase(f)}: {', '.join(_values(grouped, f, 3))}" for f in extra[:8]]
         sentences.append("Also noted: " + "; ".join(details) + ".")
     all_values = sorted({f["value"] for f in payload.get("facets", [])})
-    for doc in payload.get("documents", []):
-        line = informative_sentence(str(doc.get("text") or ""), all_values)
-        if line:
-            kind = str(doc.get("kind") or "document").replace("_", " ")
-            sentences.append(f"[{doc['document_id']}] {kind}: {line.rstrip('.')}.")
+    items, salience, _kinds = _content(payload)
+    documents = payload.get("documents", [])
+    if len(documents) <= _DOCUMENT_LINES:
+        for doc in documents:
+            line = informative_sentence(str(doc.get("text") or ""), all_values, salience)
+            if line:
+                kind = str(doc.get("kind") or "document").replace("_", " ")
+                sentences.append(f"[{doc['document_id']}] {kind}: {line.rstrip('.')}.")
+    else:  # many short documents (a chat's turns): the node's most salient sentences
+        for unit in salience.best(items, _KEY_POINTS):
+            line = _said(unit)
+            sentences.append(f"[{unit.source}] {line}" + ("" if line[-1] in ".!?" else "."))
     for vacancy in payload.get("vacancies", []):
         requirements = vacancy.get("requirements", [])
         mandatory = sum(1 for r in requirements if r.get("mandatory"))
@@ -411,6 +474,9 @@ def summary(payload: Payload) -> Payload:
         short += " in " + " and ".join(locations)
     if skills:
         short += ", needs " + ", ".join(skills)
+    about = salience.top_terms(items, _SHORT_TERMS)
+    if about:
+        short += "; about " + ", ".join(about)
     return {"summary_long": " ".join(sentences), "summary_short": short + "."}
 
 

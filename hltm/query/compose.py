@@ -11,16 +11,19 @@ It receives exactly what an LLM would (the question, its parsed pairs, and the r
   supported as the best are kept.
 * find_projects ("which projects hire X in Y?") — every project in the context whose memory
   states all the valued pairs (facet values first, then its QA answers, summary and passages).
-* lookup — the best prepared QA answer, else the best summary sentence.
+* lookup — the context sentence (of prepared answers, summaries, passages) that shares most of
+  the question's terms, citing its node; else the best prepared QA answer or summary.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from typing import Any
 
 from hltm.memory import lexicon as lx
+from hltm.memory.salience import terms
 from hltm.query.parse import FIELD_CUES
 
 Payload = dict[str, Any]
@@ -286,7 +289,59 @@ def _find_projects(payload: Payload, pairs: list[dict[str, str]]) -> Payload:
 # ---- lookup ------------------------------------------------------------------------------------
 
 
+_WHEN = re.compile(r"^\s*(?:when|what (?:year|month|day|date|time)|how long ago|когда)\b", re.I)
+_TAG = re.compile(r"^\[[^\]]+\]\s*")
+
+
+def _spans(payload: Payload) -> list[tuple[str, str, float, int]]:
+    """Every sentence the context holds as (text, node id, retrieval score, order)."""
+    out: list[tuple[str, str, float, int]] = []
+    items = [(q["answer"], q["node_id"], float(q.get("score", 0.0))) for q in payload.get("qa", [])]
+    items += [(x.get("summary", ""), x["node_id"], 0.0) for x in payload.get("summaries", [])]
+    items += [(x.get("text", ""), x["node_id"], 0.0) for x in payload.get("passages", [])]
+    for text, node_id, score in items:
+        for sentence, _ in lx.sentences(text):
+            sentence = _TAG.sub("", sentence)
+            if len(sentence.split()) >= 3:
+                out.append((sentence, node_id, score, len(out)))
+    return out
+
+
+def best_span(payload: Payload, question: str) -> tuple[str, str] | None:
+    """(sentence, node id) of the context sentence sharing most of the question's terms, rare
+    terms (across the context) weighing more; the better retrieved item, then order, on a tie."""
+    wanted = set(terms(question))
+    spans = _spans(payload)
+    if not wanted or not spans:
+        return None
+    held = [set(terms(text)) for text, _, _, _ in spans]
+    df = {t: sum(t in h for h in held) for t in wanted}
+    weight = {t: math.log(1 + len(spans) / df[t]) for t in wanted if df[t]}
+
+    def rank(i: int) -> tuple[float, float, int]:
+        overlap = sum(weight.get(t, 0.0) for t in held[i] & wanted)
+        return (-round(overlap, 6), -spans[i][2], spans[i][3])
+
+    best = min(range(len(spans)), key=rank)
+    if rank(best)[0] == 0:
+        return None
+    return spans[best][0], spans[best][1]
+
+
 def _lookup(payload: Payload) -> Payload:
+    """The best supporting sentence of the context, citing the node that holds it."""
+    question = str(payload.get("question") or "")
+    found = best_span(payload, question)
+    if found:
+        sentence, node_id = found
+        answer = sentence
+        if _WHEN.search(question):  # the time lives in the node's label (a session's date)
+            answer += f" ({_label(payload, node_id)})"
+        return {
+            "answer": answer,
+            "citation": [node_id],
+            "rationale": f"The context sentence sharing most of the question's terms, from {node_id}.",
+        }
     qa = payload.get("qa", [])
     if qa:
         best = max(qa, key=lambda q: q.get("score", 0.0))
