@@ -94,8 +94,8 @@ def test_query_and_judge_through_the_real_openai_client(
     local_llm_server.inject("http_500", times=1)
     result = online.ask(Identity("seat", seat), "Where do I usually hire?", log=False)
     assert (result.answer, result.citations) == (offline.answer, offline.citations)
-    assert result.cost.llm_calls == 2
-    assert local_llm_server.stats.chat_requests >= 4  # 2 calls + one SDK retry + one re-ask
+    # Every request is counted: 2 tasks + one retry after the 500 + one re-ask after bad JSON.
+    assert result.cost.llm_calls == 4 == local_llm_server.stats.chat_requests
 
     report = evaluate(
         settings, built_world.world_dir, systems=["HLTM"], limit=2, leakage=False, engine=online
