@@ -49,10 +49,12 @@ from hltm.embeddings import CachedEmbedder, text_hash
 from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.gate import GateDecision, gate_from_counts
+from hltm.judge.heuristic import prepare_pool
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import BM25Index, rrf, union_pool
 from hltm.judge.quotes import sum_counts
+from hltm.judge.tasks import build_payload
 from hltm.llm import LLM, LLMUsage
 
 __all__ = [
@@ -95,6 +97,14 @@ class GoldenSet:
 
     def pairs(self) -> int:
         return sum(len(v) for v in self.labels.values())
+
+    def passage(self, resume: Resume) -> str:
+        """What the set's cosine baseline embeds: the resume's passage, cut to the manifest's
+        ``passage_chars`` when the set declares one (long real resumes: e5 reads about 512
+        tokens, and the bundled model's cost grows with the length it is given)."""
+        limit = self.manifest.get("passage_chars")
+        text = resume.passage()
+        return text[:limit] if limit else text
 
 
 def _sha256(path: Path) -> str:
@@ -203,14 +213,14 @@ def golden_vectors(
             known_q[f"{vid}:{digest}"] = vec
     missing: list[Resume] = []
     for r in gs.active:
-        vec = known_r.get(f"{r.resume_id}:{text_hash(r.passage())}")
+        vec = known_r.get(f"{r.resume_id}:{text_hash(gs.passage(r))}")
         if vec is None:
             missing.append(r)
         else:
             out.resumes[r.resume_id] = vec.astype(np.float32)
             out.from_snapshot += 1
     if missing:
-        vectors = embedder.passages([r.passage() for r in missing])
+        vectors = embedder.passages([gs.passage(r) for r in missing])
         for r, vec in zip(missing, vectors, strict=True):
             out.resumes[r.resume_id] = vec
         out.embedded += len(missing)
@@ -344,7 +354,7 @@ def freeze_golden(
         out / "vectors.npz",
         model=np.array(embedder.model_name),
         resume_ids=np.array([r.resume_id for r in active]),
-        resume_hashes=np.array([text_hash(r.passage()) for r in active]),
+        resume_hashes=np.array([text_hash(gs.passage(r)) for r in active]),
         resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in active]).astype(np.float32),
         vacancy_ids=np.array([v.vacancy_id for v in gs.vacancies]),
         vacancy_hashes=np.array([text_hash(v.vector_query()) for v in gs.vacancies]),
@@ -420,7 +430,7 @@ def check_pins(
     if not full:
         rng = random.Random(seed)
         picks = rng.sample(gs.active, k=min(sample, len(gs.active)))
-        fresh = embedder.passages([r.passage() for r in picks])
+        fresh = embedder.passages([gs.passage(r) for r in picks])
         for r, vec in zip(picks, fresh, strict=True):
             drift = max(drift, 1.0 - float(np.dot(vec, vectors.resumes[r.resume_id])))
             checked += 1
@@ -590,6 +600,11 @@ def evaluate_golden(
 
         # judge every labelled pair (closed set ⊇ live pool), ties in cosine order
         closed_order = _labelled_in(cos_ids, lab)
+        if llm.backend_name == "offline":  # embed the pool's role phrases in one batch
+            prepare_pool(
+                build_payload(v, by_id[closed_order[0]])["vacancy"] if closed_order else {},
+                [build_payload(v, by_id[r])["resume"] for r in closed_order],
+            )
         report = judge_pool(
             derived_db, llm, v, [by_id[r] for r in closed_order], config=config,
             budget=Budget(None), workers=workers, run_id=run_id,

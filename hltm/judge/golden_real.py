@@ -44,8 +44,8 @@ from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.golden import (
     GOLDEN_DIR,
-    K,
     GoldenSet,
+    K,
     cosine_pins,
     golden_vectors,
 )
@@ -139,7 +139,9 @@ def _vacancy(spec: Mapping[str, Any], posting: Mapping[str, str], source: str) -
             for part in (
                 posting.get("snippet_requirement"),
                 posting.get("snippet_responsibility"),
-                f"Опыт работы: {posting['experience_name']}" if posting.get("experience_name") else "",
+                f"Опыт работы: {posting['experience_name']}"
+                if posting.get("experience_name")
+                else "",
             )
             if part
         )
@@ -204,13 +206,16 @@ def freeze_real_golden(
         for vid, labels in built.labels.items():
             for rid, label in labels.items():
                 writer.writerow([vid, rid, label, built.categories[rid]])
-    gs = GoldenSet(out, {}, built.vacancies, built.resumes, built.labels, {})
+    passage_chars = int(spec["resume_sample"]["passage_chars"])
+    gs = GoldenSet(
+        out, {"passage_chars": passage_chars}, built.vacancies, built.resumes, built.labels, {}
+    )
     vectors = golden_vectors(gs, embedder, use_snapshot=False)
     np.savez_compressed(
         out / "vectors.npz",
         model=np.array(embedder.model_name),
         resume_ids=np.array([r.resume_id for r in built.resumes]),
-        resume_hashes=np.array([text_hash(r.passage()) for r in built.resumes]),
+        resume_hashes=np.array([text_hash(gs.passage(r)) for r in built.resumes]),
         resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in built.resumes]),
         vacancy_ids=np.array([v.vacancy_id for v in built.vacancies]),
         vacancy_hashes=np.array([text_hash(v.vector_query()) for v in built.vacancies]),
@@ -232,6 +237,7 @@ def freeze_real_golden(
             **counts,
         },
         "embedding_model": embedder.model_name,
+        "passage_chars": passage_chars,
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),
@@ -254,7 +260,9 @@ def load_real_golden(
     path = Path(path)
     manifest_path = path / "manifest.json"
     if not manifest_path.exists():
-        raise FileNotFoundError(f"no real golden set in {path}: run `hltm judge golden freeze-real`")
+        raise FileNotFoundError(
+            f"no real golden set in {path}: run `hltm judge golden freeze-real`"
+        )
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     spec = json.loads((path / "spec.json").read_text(encoding="utf-8"))
     source_dir = Path(realdata) if realdata else default_realdata()
@@ -273,4 +281,3 @@ def load_real_golden(
     if verify and frozen != built.labels:
         raise ValueError("the labelling rule no longer gives the frozen labels.csv")
     return GoldenSet(path, manifest, built.vacancies, built.resumes, frozen, {})
-

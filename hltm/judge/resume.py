@@ -111,12 +111,17 @@ _INSTITUTION_RE = re.compile(
     r"|урфу|нгу)(?!\w)",
     re.IGNORECASE,
 )
-# What a study period names: a degree, a diploma, a course, a certificate.
+# What a study period names: a degree or diploma (always studies) …
+_DEGREE_RE = re.compile(
+    r"(?<!\w)(?:b\.?sc|m\.?sc|mba|ph\.?d|bachelor\w*|master'?s|masters? of|associate of"
+    r"|associate'?s degree|degree|diploma|ged|gpa|coursework|бакалавр\w*|магистр\w*"
+    r"|специалитет\w*|диплом\w*|аспирантур\w*)(?!\w)",
+    re.IGNORECASE,
+)
+# … or a course, a certificate, a school (studies unless a job title stands beside it).
 _STUDY_RE = re.compile(
-    r"(?<!\w)(?:b\.?sc?|m\.?sc?|b\.?a|m\.?a|mba|ph\.?d|bachelor\w*|master'?s?|associate of"
-    r"|degree|diploma|ged|gpa|coursework|course|courses|certificat\w*|certified|graduat\w*"
-    r"|major|minor|student|studies|бакалавр\w*|магистр\w*|специалитет\w*|диплом\w*|курс\w*"
-    r"|сертификат\w*|студент\w*|выпускник\w*|аспирант\w*)(?!\w)",
+    r"(?<!\w)(?:course|courses|certificat\w*|certified|graduat\w*|major|minor|student|studies"
+    r"|курс\w*|сертификат\w*|студент\w*|выпускник\w*)(?!\w)",
     re.IGNORECASE,
 )
 _BULLET_RE = re.compile(r"^\s*(?:[•·▪◦●○■□➢►‣⁃*]|-(?=\s)|–(?=\s)|—(?=\s)|\d+[.)](?=\s))\s*")
@@ -147,6 +152,8 @@ ROLE_NOUNS = re.compile(
 
 
 MAX_TITLE_CHARS = 80
+# Sections whose dated lines are not jobs: studies, memberships, activities, languages.
+_NOT_EMPLOYMENT = frozenset({"education", "other", "languages"})
 HEADER_WINDOW = 3  # non-blank lines above / below a date range that may hold its title
 
 
@@ -366,7 +373,9 @@ def _line_at(starts: list[int], offset: int) -> int:
 
 
 def _is_study(text: str) -> bool:
-    """A line about studies: a degree, course or institution, and no job title beside it."""
+    """A line about studies: a degree, or a course or institution with no job title beside it."""
+    if _DEGREE_RE.search(text):
+        return True
     if not (_STUDY_RE.search(text) or _INSTITUTION_RE.search(text)):
         return False
     rest = _INSTITUTION_RE.sub(" ", _STUDY_RE.sub(" ", text))
@@ -424,7 +433,7 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
     ranges: list[tuple[int, int, re.Match[str]]] = []  # (first row, last row, match)
     for m in _RANGE_RE.finditer(text):
         first, last = _line_at(starts, m.start()), _line_at(starts, m.end() - 1)
-        if lines[first].kind == "section" or section_of[first] == "education":
+        if lines[first].kind == "section" or section_of[first] in _NOT_EMPLOYMENT:
             continue
         ranges.append((first, last, m))
     range_rows = {j for first, last, _ in ranges for j in range(first, last + 1)}
