@@ -444,6 +444,10 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     reqs, vac = _vacancy_view(vacancy)
     role = view.role
     title = vacancy.get("title") or ""
+    if vac.family is not None and not title_evidence(title):
+        # the lexicon guessed the family from the requirements' tools alone ("Excel", "reports"
+        # in an accountant's posting): not a role to hold resumes to; read the title instead
+        vac = VacancyRole(None, 0.0, title)
 
     # 1) role: the lexicon's families where both sides are in it, and the meaning of the
     # resume's role phrases (recent titles, headline) against the vacancy's title always

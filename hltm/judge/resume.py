@@ -152,6 +152,7 @@ ROLE_NOUNS = re.compile(
 
 
 MAX_TITLE_CHARS = 80
+_WORD_RE = re.compile(r"[^\W\d_]{2,}")  # a title has at least one real word
 # Sections whose dated lines are not jobs: studies, memberships, activities, languages.
 _NOT_EMPLOYMENT = frozenset({"education", "other", "languages"})
 HEADER_WINDOW = 3  # non-blank lines above / below a date range that may hold its title
@@ -337,8 +338,8 @@ def _pick_title(
             continue
         s += part.find(stripped)
         e = s + len(stripped)
-        if e - s > MAX_TITLE_CHARS:
-            continue  # a sentence, not a title
+        if e - s > MAX_TITLE_CHARS or not _WORD_RE.search(stripped):
+            continue  # a sentence, or stray symbols, not a title
         score = _title_score(stripped)
         # higher score wins; on a tie the shorter part (no company name attached)
         if best is None or (score, best[2] - best[1]) > (best[0], e - s):
@@ -355,7 +356,7 @@ def _pick_title(
         part = text[first[0] : first[1]]
         stripped = part.strip(" ,;:()[]")
         s0 = first[0] + part.find(stripped)
-        if not stripped or len(stripped) > MAX_TITLE_CHARS:
+        if not stripped or len(stripped) > MAX_TITLE_CHARS or not _WORD_RE.search(stripped):
             return None
         return stripped, (offset + s0, offset + s0 + len(stripped))
     return text[best[1] : best[2]], (offset + best[1], offset + best[2])
