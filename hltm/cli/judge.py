@@ -288,6 +288,23 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
         raise SystemExit(1)
 
 
+@golden.command()
+@click.option(
+    "--set", "which", type=click.Choice(["sample", "real"]), default="sample", show_default=True
+)  # fmt: skip
+@_REALDATA_OPTION
+@click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
+def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
+    """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
+    from hltm.judge.golden import load_golden, measure_relevance
+    from hltm.judge.quotes import RELEVANCE_THRESHOLD
+
+    gs = load_golden() if which == "sample" else _real_set(realdata)
+    result = measure_relevance(gs, per_vacancy=per_vacancy)
+    click.echo(result.summary())
+    click.echo(f"in use: quotes.RELEVANCE_THRESHOLD = {RELEVANCE_THRESHOLD}")
+
+
 @golden.command(name="freeze-real")
 @_REALDATA_OPTION
 @click.option("--force", is_flag=True, help="Overwrite the existing frozen real set.")

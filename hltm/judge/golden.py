@@ -690,3 +690,67 @@ def save_report(derived_db: Path | str, report: GoldenReport, run_id: str = "") 
                 report.config.prompt_version, json.dumps(report.as_dict(), ensure_ascii=False),
             ],
         )  # fmt: skip
+
+
+# ------------------------------------------------------------------- quote relevance threshold
+
+
+@dataclass(frozen=True)
+class RelevanceMeasure:
+    """Raw e5 cosines of requirement–quote pairs that share no key term, and the threshold."""
+
+    supporting: list[float]  # the judge's own quote for the requirement, on fit pairs
+    foreign: list[float]  # a quote the judge cited for another vacancy's requirement
+    threshold: float
+    accuracy: float  # balanced accuracy of the threshold on the two lists
+
+    def summary(self) -> str:
+        def q(values: list[float]) -> str:
+            if not values:
+                return "none"
+            p = np.percentile(values, [10, 50, 90])
+            return f"n={len(values)}, p10 {p[0]:.3f}, median {p[1]:.3f}, p90 {p[2]:.3f}"
+
+        return (
+            f"supporting quotes: {q(self.supporting)}\nforeign quotes: {q(self.foreign)}\n"
+            f"threshold {self.threshold:.3f} (balanced accuracy {self.accuracy:.1%})"
+        )
+
+
+def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> RelevanceMeasure:
+    """How `quotes.RELEVANCE_THRESHOLD` was chosen: the offline judge's quotes on up to
+    ``per_vacancy`` fit pairs per vacancy are *supporting* for their own requirement and
+    *foreign* for a requirement of another vacancy; only pairs sharing no key term count (the
+    others pass on terms); the threshold maximises balanced accuracy between the two."""
+    from hltm.judge.heuristic import judge_offline
+    from hltm.judge.quotes import shared_terms
+    from hltm.judge.semantic import prefetch, similarities
+
+    rng = random.Random(seed)
+    by_id = gs.resume_by_id
+    cited: list[tuple[str, str, str]] = []  # (vacancy id, requirement, quote)
+    for v in gs.vacancies:
+        fits = sorted(r for r, label in gs.labels.get(v.vacancy_id, {}).items() if label == "fit")
+        for rid in rng.sample(fits, k=min(per_vacancy, len(fits))):
+            verdict = judge_offline(build_payload(v, by_id[rid]))
+            for item in verdict["checklist"]:
+                if item["quote"] and item["status"] == "met":
+                    cited.append((v.vacancy_id, item["requirement"], item["quote"]))
+    pairs: list[tuple[bool, str, str]] = []
+    for vid, req, quote in cited:
+        pairs.append((True, req, quote))
+        others = [c for c in cited if c[0] != vid]
+        if others:
+            pairs.append((False, req, rng.choice(others)[2]))
+    pairs = [p for p in pairs if shared_terms(p[1], p[2]) == 0]
+    prefetch([t for _, req, quote in pairs for t in (req, quote)])
+    sims = [(ok, similarities(req, [quote])[0]) for ok, req, quote in pairs]
+    pos = [s for ok, s in sims if ok]
+    neg = [s for ok, s in sims if not ok]
+    best = (0.0, 1.0)
+    for cut in sorted({round(s, 3) for _, s in sims}):
+        tpr = sum(s >= cut for s in pos) / len(pos) if pos else 0.0
+        tnr = sum(s < cut for s in neg) / len(neg) if neg else 0.0
+        if (tpr + tnr) / 2 > best[0]:
+            best = ((tpr + tnr) / 2, cut)
+    return RelevanceMeasure(pos, neg, best[1], best[0])

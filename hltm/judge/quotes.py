@@ -58,6 +58,7 @@ __all__ = [
     "empty_counts",
     "normalise",
     "quote_supports",
+    "shared_terms",
     "sum_counts",
     "survival_rate",
     "validate_quote",
@@ -275,7 +276,7 @@ class Relevance:
     similarity: float  # raw e5 cosine of requirement and quote (0.0 when terms settled it)
 
 
-def _shared(requirement: str, quote: str) -> int:
+def shared_terms(requirement: str, quote: str) -> int:
     """How many of the requirement's key terms the quote contains (stemmed alike)."""
     return len(set(key_terms(requirement)) & {stem(t) for t in tokenize(quote)})
 
@@ -289,7 +290,7 @@ def quote_supports(
 
     if not requirement or not requirement.strip():
         return Relevance(True, 0, 0.0)
-    shared = _shared(requirement, quote)
+    shared = shared_terms(requirement, quote)
     if shared:
         return Relevance(True, shared, 0.0)
     similarity = similarities(requirement, [quote])[0]
@@ -306,7 +307,7 @@ def _prefetch_relevance(
     texts: list[str] = []
     for item, check in zip(checklist, checks, strict=True):
         requirement = item.get("requirement")
-        if check.survived and check.quote and requirement and not _shared(requirement, check.quote):
+        if check.survived and check.quote and requirement and not shared_terms(requirement, check.quote):
             texts += [requirement, check.quote]
     prefetch(texts)
 
