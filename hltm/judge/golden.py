@@ -107,7 +107,7 @@ class GoldenSet:
         return text[:limit] if limit else text
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -141,7 +141,7 @@ def load_golden(path: Path | str = GOLDEN_DIR, verify: bool = True) -> GoldenSet
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     if verify:
         for name, digest in manifest["files"].items():
-            actual = _sha256(path / name)
+            actual = file_sha256(path / name)
             if actual != digest:
                 raise ValueError(f"golden/{name} changed since the freeze (sha256 {actual[:12]}…)")
     return _read_set(path, manifest)
@@ -350,22 +350,8 @@ def freeze_golden(
     gs = _read_set(out, {})
     vectors = golden_vectors(gs, embedder, use_snapshot=False)
     active = gs.active
-    np.savez_compressed(
-        out / "vectors.npz",
-        model=np.array(embedder.model_name),
-        resume_ids=np.array([r.resume_id for r in active]),
-        resume_hashes=np.array([text_hash(gs.passage(r)) for r in active]),
-        resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in active]).astype(np.float32),
-        vacancy_ids=np.array([v.vacancy_id for v in gs.vacancies]),
-        vacancy_hashes=np.array([text_hash(v.vector_query()) for v in gs.vacancies]),
-        vacancy_vectors=np.stack([vectors.queries[v.vacancy_id] for v in gs.vacancies]).astype(
-            np.float32
-        ),
-    )
-    counts: dict[str, int] = {"fit": 0, "borderline": 0, "miss": 0}
-    for labels in gs.labels.values():
-        for label in labels.values():
-            counts[label] += 1
+    write_snapshot(out, gs, vectors, embedder.model_name)
+    counts = label_counts(gs.labels)
     manifest = {
         "name": "judge golden set",
         "frozen_on": (frozen_on or date.today()).isoformat(),
@@ -389,12 +375,41 @@ def freeze_golden(
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),
-        "files": {name: _sha256(out / name) for name in FILES},
+        "files": {name: file_sha256(out / name) for name in FILES},
     }
+    write_manifest(out, manifest)
+    return manifest
+
+
+def write_snapshot(out: Path, gs: GoldenSet, vectors: Vectors, model: str) -> None:
+    """``vectors.npz``: the active resumes' and the vacancies' vectors with their text hashes."""
+    active = gs.active
+    np.savez_compressed(
+        out / "vectors.npz",
+        model=np.array(model),
+        resume_ids=np.array([r.resume_id for r in active]),
+        resume_hashes=np.array([text_hash(gs.passage(r)) for r in active]),
+        resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in active]).astype(np.float32),
+        vacancy_ids=np.array([v.vacancy_id for v in gs.vacancies]),
+        vacancy_hashes=np.array([text_hash(v.vector_query()) for v in gs.vacancies]),
+        vacancy_vectors=np.stack([vectors.queries[v.vacancy_id] for v in gs.vacancies]).astype(
+            np.float32
+        ),
+    )
+
+
+def label_counts(labels: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+    counts = {"fit": 0, "borderline": 0, "miss": 0}
+    for per_vacancy in labels.values():
+        for label in per_vacancy.values():
+            counts[label] += 1
+    return counts
+
+
+def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
     (out / "manifest.json").write_text(
         json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
-    return manifest
 
 
 # --------------------------------------------------------------------------------------- pins

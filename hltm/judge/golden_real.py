@@ -37,9 +37,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from hltm.embeddings import CachedEmbedder, text_hash
+from hltm.embeddings import CachedEmbedder
 from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.golden import (
@@ -47,7 +45,11 @@ from hltm.judge.golden import (
     GoldenSet,
     K,
     cosine_pins,
+    file_sha256,
     golden_vectors,
+    label_counts,
+    write_manifest,
+    write_snapshot,
 )
 
 __all__ = [
@@ -85,10 +87,6 @@ def _source(realdata: Path, name: str) -> Path:
             " (set HLTM_REALDATA or pass --realdata; default ../shared/realdata)"
         )
     return path
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -183,7 +181,7 @@ def _build(spec: Mapping[str, Any], realdata: Path) -> _Built:
         }
         for v in spec["vacancies"]
     }
-    hashes = {name: _sha256(path) for name, path in ((p.name, p) for p in paths.values())}
+    hashes = {name: file_sha256(path) for name, path in ((p.name, p) for p in paths.values())}
     return _Built(vacancies, resumes, categories, labels, hashes)
 
 
@@ -211,20 +209,8 @@ def freeze_real_golden(
         out, {"passage_chars": passage_chars}, built.vacancies, built.resumes, built.labels, {}
     )
     vectors = golden_vectors(gs, embedder, use_snapshot=False)
-    np.savez_compressed(
-        out / "vectors.npz",
-        model=np.array(embedder.model_name),
-        resume_ids=np.array([r.resume_id for r in built.resumes]),
-        resume_hashes=np.array([text_hash(gs.passage(r)) for r in built.resumes]),
-        resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in built.resumes]),
-        vacancy_ids=np.array([v.vacancy_id for v in built.vacancies]),
-        vacancy_hashes=np.array([text_hash(v.vector_query()) for v in built.vacancies]),
-        vacancy_vectors=np.stack([vectors.queries[v.vacancy_id] for v in built.vacancies]),
-    )
-    counts = {"fit": 0, "borderline": 0, "miss": 0}
-    for labels in built.labels.values():
-        for label in labels.values():
-            counts[label] += 1
+    write_snapshot(out, gs, vectors, embedder.model_name)
+    counts = label_counts(built.labels)
     manifest = {
         "name": spec["name"],
         "frozen_on": (frozen_on or date.today()).isoformat(),
@@ -241,11 +227,9 @@ def freeze_real_golden(
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),
-        "files": {name: _sha256(out / name) for name in FROZEN_FILES},
+        "files": {name: file_sha256(out / name) for name in FROZEN_FILES},
     }
-    (out / "manifest.json").write_text(
-        json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
+    write_manifest(out, manifest)
     return manifest
 
 
@@ -268,10 +252,10 @@ def load_real_golden(
     source_dir = Path(realdata) if realdata else default_realdata()
     if verify:
         for name, digest in manifest["files"].items():
-            if _sha256(path / name) != digest:
+            if file_sha256(path / name) != digest:
                 raise ValueError(f"golden/real/{name} changed since the freeze")
         for name, digest in manifest["sources"].items():
-            if _sha256(_source(source_dir, name)) != digest:
+            if file_sha256(_source(source_dir, name)) != digest:
                 raise ValueError(f"{source_dir / name} is not the file the set was frozen from")
     built = _build(spec, source_dir)
     frozen: dict[str, dict[str, str]] = {}

@@ -307,7 +307,12 @@ def _prefetch_relevance(
     texts: list[str] = []
     for item, check in zip(checklist, checks, strict=True):
         requirement = item.get("requirement")
-        if check.survived and check.quote and requirement and not shared_terms(requirement, check.quote):
+        if (
+            check.survived
+            and check.quote
+            and requirement
+            and not shared_terms(requirement, check.quote)
+        ):
             texts += [requirement, check.quote]
     prefetch(texts)
 
