@@ -65,7 +65,7 @@ __all__ = ["judge_offline", "key_terms", "prepare_pool"]
 # usually settled at the screening call, a missing skill is not.
 KIND_WEIGHT = {"skill": 1.0, "language": 0.4, "years": 1.0}
 SAME_ROLE = 0.55  # share of the recent positions' evidence that must be the vacancy's role
-SEMANTIC_SHARE = 0.25  # weight of the phrases' meaning where the lexicon knows both roles
+RELATED_ROLE = 0.3  # below this, another job
 
 _YEARS_RE = re.compile(
     r"(?:(?:at least|minimum(?: of)?|min\.?|over|more than|не менее|минимум|от|более)\s+)?"
@@ -449,14 +449,11 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
         # in an accountant's posting): not a role to hold resumes to; read the title instead
         vac = VacancyRole(None, 0.0, title)
 
-    # 1) role: the lexicon's families where both sides are in it, and the meaning of the
-    # resume's role phrases (recent titles, headline) against the vacancy's title always
+    # 1) role: the lexicon's families where both sides are in it, else the meaning of the
+    # resume's role phrases (recent titles, headline) against the vacancy's title
     semantic = semantic_role_match(title, view.phrases)
-    if vac.family is not None and role.families:
-        lexical = role.match(vac.family)  # the meaning may lift it, never sink it
-        match = max(lexical, (1.0 - SEMANTIC_SHARE) * lexical + SEMANTIC_SHARE * semantic.score)
-    else:
-        match = semantic.score
+    lexicon_knows_both = vac.family is not None and bool(role.families)
+    match = role.match(vac.family) if lexicon_knows_both else semantic.score
     if role.top and vac.family is not None:
         actual = FAMILY_BY_NAME[role.top].label
     else:  # a job outside the lexicon: say what the resume calls it
@@ -465,7 +462,7 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     role_score = _clamp(100 * match)
     if match >= SAME_ROLE:
         role_line = f"recent positions ({titles}) are {actual} work, as the vacancy needs"
-    elif match >= 0.3:
+    elif match >= RELATED_ROLE:
         role_line = (
             f"recent positions ({titles}) are {actual} work: related to {vac.label}, not the same"
         )
@@ -527,10 +524,10 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     quality += 0.03 * nice_frac
     evidence = sum(c.strength for c in checks) / len(checks) if checks else 0.0
     quality += 0.06 * (evidence - 0.5)
-    overall = 100.0 * _role_factor(match) * (0.35 + 0.65 * _soft_floor(quality))
+    overall = 100.0 * _role_factor(match) * _soft_floor(quality)
     if match >= SAME_ROLE:
         verdict = "same role"
-    elif match >= 0.3:
+    elif match >= RELATED_ROLE:
         verdict = "related role only"
     else:
         verdict = "different role — stack match does not make up for it"
@@ -562,10 +559,15 @@ def _short(text: str, limit: int = 40) -> str:
 
 
 def _role_factor(match: float) -> float:
-    """How much of the quality score a role match lets through: all of it for the same role,
-    a fifth for another job. Increasing in the match, so that with the same evidence a closer
-    role always ranks higher."""
-    return 0.2 + 0.8 * max(0.0, min(1.0, match)) ** 1.5
+    """How much of the quality score a role match lets through: nearly all of it for the same
+    role, under half for a related one, under a third for another job. Increasing in the match
+    (never flat), so that with the same evidence a closer role always ranks higher."""
+    match = max(0.0, min(1.0, match))
+    if match >= SAME_ROLE:
+        return 0.85 + 0.15 * match
+    if match >= RELATED_ROLE:
+        return 0.30 + 0.15 * (match - RELATED_ROLE) / (SAME_ROLE - RELATED_ROLE)
+    return 0.10 + 0.20 * match / RELATED_ROLE
 
 
 def _soft_floor(quality: float) -> float:
