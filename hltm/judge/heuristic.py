@@ -452,8 +452,12 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     # 1) role: the lexicon's families where both sides are in it, else the meaning of the
     # resume's role phrases (recent titles, headline) against the vacancy's title
     semantic = semantic_role_match(title, view.phrases)
-    lexicon_knows_both = vac.family is not None and bool(role.families)
-    match = role.match(vac.family) if lexicon_knows_both else semantic.score
+    if vac.family is None or not role.families:
+        match = semantic.score
+    elif role.source == "titles":
+        match = role.match(vac.family)  # both titles are in the lexicon: it decides
+    else:  # the lexicon only guessed the resume's family from tools it mentions
+        match = max(role.match(vac.family), semantic.score)
     if role.top and vac.family is not None:
         actual = FAMILY_BY_NAME[role.top].label
     else:  # a job outside the lexicon: say what the resume calls it
