@@ -205,45 +205,150 @@ def golden() -> None:
     """The frozen golden set: evaluate, check the pins, re-freeze (on purpose only)."""
 
 
+_REALDATA_OPTION = click.option(
+    "--realdata",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder with the realdata files (default: $HLTM_REALDATA or ../shared/realdata).",
+)
+
+
+def _real_set(realdata: Path | None):  # type: ignore[no-untyped-def]
+    from hltm.judge.golden_real import RealDataMissing, load_real_golden
+
+    try:
+        return load_real_golden(realdata=realdata)
+    except (RealDataMissing, ValueError) as err:
+        fail(f"real golden set: {err}")
+
+
+def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
+    from hltm.judge.golden import METHODS
+
+    cells = ", ".join(
+        f"{m} {report.value('closed', m):.1%} (soft {report.value('closed', m, soft=True):.1%})"
+        for m in METHODS
+    )
+    return f"{name}: closed strict P@10 {cells}"
+
+
 @golden.command()
 @click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these vacancies.")
 @click.option("--per-vacancy", is_flag=True, help="Also print per-vacancy strict P@10.")
 @click.option("--workers", default=5, show_default=True)
+@click.option(
+    "--set", "which", type=click.Choice(["both", "sample", "real"]), default="both",
+    show_default=True, help="The sample-world set, the real-data set, or both side by side.",
+)  # fmt: skip
+@_REALDATA_OPTION
 @click.option("--json-out", type=click.Path(path_type=Path), default=None)
 def evaluate(
-    vacancies: tuple[str, ...], per_vacancy: bool, workers: int, json_out: Path | None
+    vacancies: tuple[str, ...],
+    per_vacancy: bool,
+    workers: int,
+    which: str,
+    realdata: Path | None,
+    json_out: Path | None,
 ) -> None:
-    """Cosine / BM25 / RRF / union + judge on the golden set, closed set and live pool."""
+    """Cosine / BM25 / RRF / union + judge on the golden sets, closed set and live pool."""
     from hltm.embeddings import make_embedder
     from hltm.judge.golden import evaluate_golden, load_golden, save_report
     from hltm.llm import make_llm
 
     cfg = settings()
-    report = evaluate_golden(
-        load_golden(), make_llm(cfg, model=cfg.judge_model), make_embedder(cfg), cfg.derived_db,
-        reasoning_effort=cfg.reasoning_effort, workers=workers,
-        vacancy_ids=list(vacancies) or None, run_id="cli",
-    )  # fmt: skip
-    save_report(cfg.derived_db, report, "cli")
-    click.echo(report.table())
-    if per_vacancy:
+    sets = []
+    if which in ("both", "sample"):
+        sets.append(("sample", load_golden()))
+    if which in ("both", "real"):
+        sets.append(("real", _real_set(realdata)))
+    llm, embedder = make_llm(cfg, model=cfg.judge_model), make_embedder(cfg)
+    reports = {}
+    for name, gs in sets:
+        report = evaluate_golden(
+            gs, llm, embedder, cfg.derived_db, reasoning_effort=cfg.reasoning_effort,
+            workers=workers, vacancy_ids=list(vacancies) or None, run_id=f"cli-{name}",
+        )  # fmt: skip
+        save_report(cfg.derived_db, report, f"cli-{name}")
+        reports[name] = report
+        click.echo(f"## {name} golden set ({gs.path})\n")
+        click.echo(report.table())
+        if per_vacancy:
+            click.echo("")
+            click.echo(report.per_vacancy_table())
         click.echo("")
-        click.echo(report.per_vacancy_table())
+    for name, report in reports.items():
+        click.echo(_summary_line(name, report))
     if json_out:
-        json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        out = {name: r.as_dict() for name, r in reports.items()}
+        json_out.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
 
 
 @golden.command()
 @click.option("--full", is_flag=True, help="Re-embed every resume instead of spot-checking.")
-def check(full: bool) -> None:
-    """Re-measure the pinned cosine baseline; exit 1 if it no longer reproduces."""
+@click.option(
+    "--set", "which", type=click.Choice(["both", "sample", "real"]), default="both",
+    show_default=True,
+)  # fmt: skip
+@_REALDATA_OPTION
+def check(full: bool, which: str, realdata: Path | None) -> None:
+    """Re-measure the pinned cosine baselines; exit 1 if one no longer reproduces."""
     from hltm.embeddings import make_embedder
     from hltm.judge.golden import check_pins, load_golden
 
-    result = check_pins(load_golden(), make_embedder(settings()), full=full)
-    click.echo(("pins reproduce: " if result.ok else "PINS BROKEN: ") + result.message)
-    if not result.ok:
+    embedder = make_embedder(settings())
+    sets = []
+    if which in ("both", "sample"):
+        sets.append(("sample", load_golden()))
+    if which in ("both", "real"):
+        sets.append(("real", _real_set(realdata)))
+    broken = False
+    for name, gs in sets:
+        result = check_pins(gs, embedder, full=full)
+        head = "pins reproduce: " if result.ok else "PINS BROKEN: "
+        click.echo(f"{name}: {head}{result.message}")
+        broken = broken or not result.ok
+    if broken:
         raise SystemExit(1)
+
+
+@golden.command()
+@click.option(
+    "--set", "which", type=click.Choice(["sample", "real"]), default="sample", show_default=True
+)  # fmt: skip
+@_REALDATA_OPTION
+@click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
+def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
+    """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
+    from hltm.judge.golden import load_golden, measure_relevance
+    from hltm.judge.quotes import RELEVANCE_THRESHOLD
+
+    gs = load_golden() if which == "sample" else _real_set(realdata)
+    result = measure_relevance(gs, per_vacancy=per_vacancy)
+    click.echo(result.summary())
+    click.echo(f"in use: quotes.RELEVANCE_THRESHOLD = {RELEVANCE_THRESHOLD}")
+
+
+@golden.command(name="freeze-real")
+@_REALDATA_OPTION
+@click.option("--force", is_flag=True, help="Overwrite the existing frozen real set.")
+def freeze_real(realdata: Path | None, force: bool) -> None:
+    """Label the real set by the rule in golden/real/spec.json and pin its cosine baseline.
+
+    Re-freezing moves the yardstick: it refuses to overwrite unless --force is given."""
+    from hltm.embeddings import make_embedder
+    from hltm.judge.golden_real import RealDataMissing, freeze_real_golden
+
+    try:
+        manifest = freeze_real_golden(make_embedder(settings()), realdata=realdata, force=force)
+    except (FileExistsError, RealDataMissing) as err:
+        fail(str(err))
+    pins, counts = manifest["pins"], manifest["counts"]
+    click.echo(
+        f"froze {counts['pairs']} pairs ({counts['fit']} fit, {counts['borderline']} borderline,"
+        f" {counts['miss']} miss) over {counts['vacancies']} vacancies on {manifest['frozen_on']};"
+        f" pinned cosine strict P@10 {pins['cosine_strict_p10']['hits']}"
+        f"/{pins['cosine_strict_p10']['shown']}"
+    )
 
 
 @golden.command()

@@ -49,10 +49,12 @@ from hltm.embeddings import CachedEmbedder, text_hash
 from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.gate import GateDecision, gate_from_counts
+from hltm.judge.heuristic import prepare_pool
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import BM25Index, rrf, union_pool
 from hltm.judge.quotes import sum_counts
+from hltm.judge.tasks import build_payload
 from hltm.llm import LLM, LLMUsage
 
 __all__ = [
@@ -96,8 +98,16 @@ class GoldenSet:
     def pairs(self) -> int:
         return sum(len(v) for v in self.labels.values())
 
+    def passage(self, resume: Resume) -> str:
+        """What the set's cosine baseline embeds: the resume's passage, cut to the manifest's
+        ``passage_chars`` when the set declares one (long real resumes: e5 reads about 512
+        tokens, and the bundled model's cost grows with the length it is given)."""
+        limit = self.manifest.get("passage_chars")
+        text = resume.passage()
+        return text[:limit] if limit else text
 
-def _sha256(path: Path) -> str:
+
+def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -131,7 +141,7 @@ def load_golden(path: Path | str = GOLDEN_DIR, verify: bool = True) -> GoldenSet
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     if verify:
         for name, digest in manifest["files"].items():
-            actual = _sha256(path / name)
+            actual = file_sha256(path / name)
             if actual != digest:
                 raise ValueError(f"golden/{name} changed since the freeze (sha256 {actual[:12]}…)")
     return _read_set(path, manifest)
@@ -203,14 +213,14 @@ def golden_vectors(
             known_q[f"{vid}:{digest}"] = vec
     missing: list[Resume] = []
     for r in gs.active:
-        vec = known_r.get(f"{r.resume_id}:{text_hash(r.passage())}")
+        vec = known_r.get(f"{r.resume_id}:{text_hash(gs.passage(r))}")
         if vec is None:
             missing.append(r)
         else:
             out.resumes[r.resume_id] = vec.astype(np.float32)
             out.from_snapshot += 1
     if missing:
-        vectors = embedder.passages([r.passage() for r in missing])
+        vectors = embedder.passages([gs.passage(r) for r in missing])
         for r, vec in zip(missing, vectors, strict=True):
             out.resumes[r.resume_id] = vec
         out.embedded += len(missing)
@@ -340,22 +350,8 @@ def freeze_golden(
     gs = _read_set(out, {})
     vectors = golden_vectors(gs, embedder, use_snapshot=False)
     active = gs.active
-    np.savez_compressed(
-        out / "vectors.npz",
-        model=np.array(embedder.model_name),
-        resume_ids=np.array([r.resume_id for r in active]),
-        resume_hashes=np.array([text_hash(r.passage()) for r in active]),
-        resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in active]).astype(np.float32),
-        vacancy_ids=np.array([v.vacancy_id for v in gs.vacancies]),
-        vacancy_hashes=np.array([text_hash(v.vector_query()) for v in gs.vacancies]),
-        vacancy_vectors=np.stack([vectors.queries[v.vacancy_id] for v in gs.vacancies]).astype(
-            np.float32
-        ),
-    )
-    counts: dict[str, int] = {"fit": 0, "borderline": 0, "miss": 0}
-    for labels in gs.labels.values():
-        for label in labels.values():
-            counts[label] += 1
+    write_snapshot(out, gs, vectors, embedder.model_name)
+    counts = label_counts(gs.labels)
     manifest = {
         "name": "judge golden set",
         "frozen_on": (frozen_on or date.today()).isoformat(),
@@ -379,12 +375,41 @@ def freeze_golden(
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),
-        "files": {name: _sha256(out / name) for name in FILES},
+        "files": {name: file_sha256(out / name) for name in FILES},
     }
+    write_manifest(out, manifest)
+    return manifest
+
+
+def write_snapshot(out: Path, gs: GoldenSet, vectors: Vectors, model: str) -> None:
+    """``vectors.npz``: the active resumes' and the vacancies' vectors with their text hashes."""
+    active = gs.active
+    np.savez_compressed(
+        out / "vectors.npz",
+        model=np.array(model),
+        resume_ids=np.array([r.resume_id for r in active]),
+        resume_hashes=np.array([text_hash(gs.passage(r)) for r in active]),
+        resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in active]).astype(np.float32),
+        vacancy_ids=np.array([v.vacancy_id for v in gs.vacancies]),
+        vacancy_hashes=np.array([text_hash(v.vector_query()) for v in gs.vacancies]),
+        vacancy_vectors=np.stack([vectors.queries[v.vacancy_id] for v in gs.vacancies]).astype(
+            np.float32
+        ),
+    )
+
+
+def label_counts(labels: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+    counts = {"fit": 0, "borderline": 0, "miss": 0}
+    for per_vacancy in labels.values():
+        for label in per_vacancy.values():
+            counts[label] += 1
+    return counts
+
+
+def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
     (out / "manifest.json").write_text(
         json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
-    return manifest
 
 
 # --------------------------------------------------------------------------------------- pins
@@ -420,7 +445,7 @@ def check_pins(
     if not full:
         rng = random.Random(seed)
         picks = rng.sample(gs.active, k=min(sample, len(gs.active)))
-        fresh = embedder.passages([r.passage() for r in picks])
+        fresh = embedder.passages([gs.passage(r) for r in picks])
         for r, vec in zip(picks, fresh, strict=True):
             drift = max(drift, 1.0 - float(np.dot(vec, vectors.resumes[r.resume_id])))
             checked += 1
@@ -590,6 +615,11 @@ def evaluate_golden(
 
         # judge every labelled pair (closed set ⊇ live pool), ties in cosine order
         closed_order = _labelled_in(cos_ids, lab)
+        if llm.backend_name == "offline":  # embed the pool's role phrases in one batch
+            prepare_pool(
+                build_payload(v, by_id[closed_order[0]])["vacancy"] if closed_order else {},
+                [build_payload(v, by_id[r])["resume"] for r in closed_order],
+            )
         report = judge_pool(
             derived_db, llm, v, [by_id[r] for r in closed_order], config=config,
             budget=Budget(None), workers=workers, run_id=run_id,
@@ -675,3 +705,67 @@ def save_report(derived_db: Path | str, report: GoldenReport, run_id: str = "") 
                 report.config.prompt_version, json.dumps(report.as_dict(), ensure_ascii=False),
             ],
         )  # fmt: skip
+
+
+# ------------------------------------------------------------------- quote relevance threshold
+
+
+@dataclass(frozen=True)
+class RelevanceMeasure:
+    """Raw e5 cosines of requirement–quote pairs that share no key term, and the threshold."""
+
+    supporting: list[float]  # the judge's own quote for the requirement, on fit pairs
+    foreign: list[float]  # a quote the judge cited for another vacancy's requirement
+    threshold: float
+    accuracy: float  # balanced accuracy of the threshold on the two lists
+
+    def summary(self) -> str:
+        def q(values: list[float]) -> str:
+            if not values:
+                return "none"
+            p = np.percentile(values, [10, 50, 90])
+            return f"n={len(values)}, p10 {p[0]:.3f}, median {p[1]:.3f}, p90 {p[2]:.3f}"
+
+        return (
+            f"supporting quotes: {q(self.supporting)}\nforeign quotes: {q(self.foreign)}\n"
+            f"threshold {self.threshold:.3f} (balanced accuracy {self.accuracy:.1%})"
+        )
+
+
+def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> RelevanceMeasure:
+    """How `quotes.RELEVANCE_THRESHOLD` was chosen: the offline judge's quotes on up to
+    ``per_vacancy`` fit pairs per vacancy are *supporting* for their own requirement and
+    *foreign* for a requirement of another vacancy; only pairs sharing no key term count (the
+    others pass on terms); the threshold maximises balanced accuracy between the two."""
+    from hltm.judge.heuristic import judge_offline
+    from hltm.judge.quotes import shared_terms
+    from hltm.judge.semantic import prefetch, similarities
+
+    rng = random.Random(seed)
+    by_id = gs.resume_by_id
+    cited: list[tuple[str, str, str]] = []  # (vacancy id, requirement, quote)
+    for v in gs.vacancies:
+        fits = sorted(r for r, label in gs.labels.get(v.vacancy_id, {}).items() if label == "fit")
+        for rid in rng.sample(fits, k=min(per_vacancy, len(fits))):
+            verdict = judge_offline(build_payload(v, by_id[rid]))
+            for item in verdict["checklist"]:
+                if item["quote"] and item["status"] == "met":
+                    cited.append((v.vacancy_id, item["requirement"], item["quote"]))
+    pairs: list[tuple[bool, str, str]] = []
+    for vid, req, quote in cited:
+        pairs.append((True, req, quote))
+        others = [c for c in cited if c[0] != vid]
+        if others:
+            pairs.append((False, req, rng.choice(others)[2]))
+    pairs = [p for p in pairs if shared_terms(p[1], p[2]) == 0]
+    prefetch([t for _, req, quote in pairs for t in (req, quote)])
+    sims = [(ok, similarities(req, [quote])[0]) for ok, req, quote in pairs]
+    pos = [s for ok, s in sims if ok]
+    neg = [s for ok, s in sims if not ok]
+    best = (0.0, 1.0)
+    for cut in sorted({round(s, 3) for _, s in sims}):
+        tpr = sum(s >= cut for s in pos) / len(pos) if pos else 0.0
+        tnr = sum(s < cut for s in neg) / len(neg) if neg else 0.0
+        if (tpr + tnr) / 2 > best[0]:
+            best = ((tpr + tnr) / 2, cut)
+    return RelevanceMeasure(pos, neg, best[1], best[0])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -34,8 +35,6 @@ from hltm.judge.formal import is_formal
 from hltm.judge.lexicon import (
     CEFR,
     FAMILY_BY_NAME,
-    GENERIC_REQUIREMENT_STEMS_RU,
-    GENERIC_REQUIREMENT_WORDS,
     LANGUAGE_NAMES,
     LEVELS,
     NATIVE_WORDS,
@@ -46,22 +45,27 @@ from hltm.judge.roles import (
     CandidateRole,
     VacancyRole,
     candidate_role,
+    headline_of,
     level_from_required_years,
     level_from_title,
     level_from_years,
     position_role,
+    role_phrases,
+    semantic_role_match,
     title_evidence,
     vacancy_role,
     work_evidence,
 )
-from hltm.judge.text import tokenize
+from hltm.judge.semantic import prefetch
+from hltm.judge.text import key_terms, stem, tokenize
 
-__all__ = ["judge_offline"]
+__all__ = ["judge_offline", "key_terms", "prepare_pool"]
 
 # How much a mandatory requirement that is not met costs, by kind: a language level is
 # usually settled at the screening call, a missing skill is not.
 KIND_WEIGHT = {"skill": 1.0, "language": 0.4, "years": 1.0}
 SAME_ROLE = 0.55  # share of the recent positions' evidence that must be the vacancy's role
+RELATED_ROLE = 0.3  # below this, another job
 
 _YEARS_RE = re.compile(
     r"(?:(?:at least|minimum(?: of)?|min\.?|over|more than|не менее|минимум|от|более)\s+)?"
@@ -74,51 +78,6 @@ _CYR_TO_LAT = str.maketrans({"а": "a", "в": "b", "с": "c", "А": "a", "В": "
 
 
 # ------------------------------------------------------------------------------ text matching
-
-
-_EN_SUFFIXES = (
-    "izations", "ization", "ations", "ation", "ments", "ment", "ings", "ing", "ities", "ity",
-    "ical", "ics", "ies", "ied", "ers", "er", "ed", "es", "al", "ive", "ly", "s", "e", "y",
-)  # fmt: skip
-
-
-def _stem(token: str) -> str:
-    """Light stemming of plain words, identical on both sides of a comparison.
-
-    English: strip one common suffix ("testing" → "test", "statistics" → "statist"). Russian:
-    keep the first six letters (case endings vary, stems rarely do). Tech terms with symbols
-    (c#, .net, node.js) and short words are left alone.
-    """
-    if not token.isalpha() or len(token) < 5:
-        return token
-    if token.isascii():
-        for suffix in _EN_SUFFIXES:
-            if token.endswith(suffix) and len(token) - len(suffix) >= 4:
-                return token[: -len(suffix)]
-        return token
-    return token[:6] if len(token) > 6 else token
-
-
-def _match(term: str, token: str) -> bool:
-    return term == token
-
-
-def _is_generic(token: str) -> bool:
-    if token in GENERIC_REQUIREMENT_WORDS:
-        return True
-    return any(token.startswith(stem) for stem in GENERIC_REQUIREMENT_STEMS_RU)
-
-
-def key_terms(requirement: str) -> list[str]:
-    """What a requirement asks to see in the resume, filler words removed."""
-    out: list[str] = []
-    for tok in tokenize(requirement):
-        if _is_generic(tok):
-            continue
-        stem = _stem(tok)
-        if stem not in out:
-            out.append(stem)
-    return out
 
 
 @dataclass
@@ -137,29 +96,32 @@ class _ResumeView:
     lines: list[_LineIndex]
     role: CandidateRole
     position_roles: list[dict[str, float]]
+    phrases: list[tuple[str, float]]  # role phrases: recent titles and the headline
 
 
-_VIEW_CACHE: OrderedDict[tuple[str, int | None], _ResumeView] = OrderedDict()
+_VIEW_CACHE: OrderedDict[tuple[str, int | None, str | None], _ResumeView] = OrderedDict()
 _VIEW_CACHE_SIZE = 512
 
 
-def _view(text: str, as_of: int | None) -> _ResumeView:
-    key = (hashlib.sha1(text.encode("utf-8")).hexdigest(), as_of)
+def _view(text: str, as_of: int | None, headline: str | None = None) -> _ResumeView:
+    key = (hashlib.sha1(text.encode("utf-8")).hexdigest(), as_of, headline)
     got = _VIEW_CACHE.get(key)
     if got is not None:
         _VIEW_CACHE.move_to_end(key)
         return got
     parsed = parse_resume(text, as_of)
+    given = headline_of(parsed, headline)
     indexed = []
     for n, ln in enumerate(parsed.lines):
         if not ln.text.strip() or ln.kind == "section" or n == 0:
             continue  # the first line of a resume is the person's name
-        toks = tuple(_stem(t) for t in tokenize(ln.text))
+        toks = tuple(stem(t) for t in tokenize(ln.text))
         if toks:
             indexed.append(_LineIndex(ln, toks, _PRIORITY.get(ln.kind, 1)))
     view = _ResumeView(
-        parsed, indexed, candidate_role(parsed), [position_role(p) for p in parsed.positions]
-    )
+        parsed, indexed, candidate_role(parsed), [position_role(p) for p in parsed.positions],
+        role_phrases(parsed, given),
+    )  # fmt: skip
     _VIEW_CACHE[key] = view
     if len(_VIEW_CACHE) > _VIEW_CACHE_SIZE:
         _VIEW_CACHE.popitem(last=False)
@@ -236,41 +198,44 @@ class Check:
     status: str  # met | partial | not_found
     quote: str | None
     note: str
+    strength: float = 0.0  # 0–1: how strongly the quoted evidence supports the requirement
 
     @property
     def value(self) -> float:
         return {"met": 1.0, "partial": 0.5}.get(self.status, 0.0)
 
 
-def _find_terms(view: _ResumeView, terms: list[str]) -> tuple[float, _LineIndex | None, float]:
-    """(coverage over the whole resume, best line, its own coverage)."""
+def _find_terms(
+    view: _ResumeView, terms: list[str]
+) -> tuple[float, list[tuple[float, _LineIndex]]]:
+    """(coverage over the whole resume, the best lines with their own coverage, best first)."""
     if not terms:
-        return 0.0, None, 0.0
+        return 0.0, []
     found_any: set[str] = set()
-    best: tuple[float, int, int, _LineIndex] | None = None
+    scored: list[tuple[tuple[float, int, int], _LineIndex]] = []
+    wanted = set(terms)
     for li in view.lines:
-        hit = {t for t in terms if any(_match(t, tok) for tok in li.tokens)}
+        hit = wanted.intersection(li.tokens)
         if not hit:
             continue
         found_any |= hit
         cov = len(hit) / len(terms)
-        key = (cov, li.priority, -len(li.line.text))
-        if best is None or key > best[:3]:
-            best = (cov, li.priority, -len(li.line.text), li)
-    coverage = len(found_any) / len(terms)
-    if best is None:
-        return coverage, None, 0.0
-    return coverage, best[3], best[0]
+        scored.append(((cov, li.priority, -len(li.line.text)), li))
+    scored.sort(key=lambda x: x[0], reverse=True)
+    best = [(key[0], li) for key, li in scored[:1]]
+    return len(found_any) / len(terms), best
 
 
 def _check_skill(view: _ResumeView, req: dict[str, Any]) -> Check:
     terms = key_terms(req["text"])
-    coverage, best, line_cov = _find_terms(view, terms)
+    coverage, lines = _find_terms(view, terms)
+    strength = 0.0
     if not terms:
         status, quote, note = "partial", None, "no concrete terms to look for"
-    elif best is None:
+    elif not lines:
         status, quote, note = "not_found", None, "not mentioned"
     else:
+        line_cov, best = lines[0]
         quote = _line_quote(view, best.line, terms)
         if coverage >= 0.999 and line_cov >= 0.5:
             status = "met"
@@ -279,15 +244,23 @@ def _check_skill(view: _ResumeView, req: dict[str, Any]) -> Check:
         else:
             status = "not_found" if line_cov < 0.34 else "partial"
         note = f"{round(coverage * len(terms))}/{len(terms)} terms"
+        strength = 0.5 * coverage + 0.5 * line_cov
     return Check(
         str(req.get("id") or ""), req["text"], bool(req.get("mandatory")), "skill",
-        status, quote, note,
+        status, quote, note, strength,
     )  # fmt: skip
 
 
-def _relevant_positions(view: _ResumeView, family: str | None) -> list[int]:
+def _relevant_positions(view: _ResumeView, family: str | None, role: str = "") -> list[int]:
+    """Positions in the required role: by the lexicon's family, else by the title's meaning."""
+    positions = view.parsed.positions
     if family is None:
-        return list(range(len(view.parsed.positions)))
+        if not role.strip():
+            return list(range(len(positions)))
+        return [
+            i for i, p in enumerate(positions)
+            if semantic_role_match(role, [(p.title, 1.0)]).score >= SAME_ROLE
+        ]  # fmt: skip
     out = []
     for i, dist in enumerate(view.position_roles):
         if dist and (dist.get(family, 0.0) >= 0.4 or max(dist, key=dist.__getitem__) == family):
@@ -308,12 +281,14 @@ def _position_quote(view: _ResumeView, index: int) -> str:
     return _quote(text, start, end, pos.title_span)
 
 
-def _check_years(view: _ResumeView, req: dict[str, Any], years: float, family: str | None) -> Check:
+def _check_years(
+    view: _ResumeView, req: dict[str, Any], years: float, family: str | None, role: str
+) -> Check:
     fam_hint = title_evidence(req["text"]) or work_evidence(req["text"])
     role_family = family
     if fam_hint and family not in fam_hint:
         role_family = max(fam_hint, key=fam_hint.__getitem__)
-    relevant = _relevant_positions(view, role_family)
+    relevant = _relevant_positions(view, role_family, role)
     months = view.parsed.months_where([i in relevant for i in range(len(view.parsed.positions))])
     have = months / 12.0
     total = view.parsed.total_months() / 12.0
@@ -331,9 +306,10 @@ def _check_years(view: _ResumeView, req: dict[str, Any], years: float, family: s
     else:
         status = "not_found"
     note = f"{have:.1f} of {years:g} years as {label} ({total:.1f} in total)"
+    strength = min(1.0, have / years) if years > 0 else float(bool(relevant))
     return Check(
         str(req.get("id") or ""), req["text"], bool(req.get("mandatory")), "years",
-        status, quote if status != "not_found" else None, note,
+        status, quote if status != "not_found" else None, note, strength,
     )  # fmt: skip
 
 
@@ -371,7 +347,10 @@ def _check_language(view: _ResumeView, req: dict[str, Any], names: tuple[str, ..
     enough = wanted is None or (level is not None and level >= wanted)
     status = "met" if enough else "partial"
     shown = "native" if level == len(CEFR) else (CEFR[level].upper() if level is not None else "?")
-    return Check(rid, text, mandatory, "language", status, quote, f"level {shown}")
+    return Check(
+        rid, text, mandatory, "language", status, quote, f"level {shown}",
+        1.0 if enough else 0.5,
+    )  # fmt: skip
 
 
 def _written_in(text: str, names: tuple[str, ...]) -> bool:
@@ -394,11 +373,13 @@ def _language_of(requirement: str) -> tuple[str, ...] | None:
     return None
 
 
-def check_requirement(view: _ResumeView, req: dict[str, Any], vac: VacancyRole) -> Check:
+def check_requirement(
+    view: _ResumeView, req: dict[str, Any], vac: VacancyRole, role: str = ""
+) -> Check:
     text = req["text"]
     years = _YEARS_RE.search(text)
     if years:
-        return _check_years(view, req, float(years.group("n")), vac.family)
+        return _check_years(view, req, float(years.group("n")), vac.family, role)
     names = _language_of(text)
     if names and (_cefr(text) is not None or len(key_terms(text)) <= 2):
         return _check_language(view, req, names)
@@ -441,28 +422,51 @@ def _clamp(x: float) -> int:
     return int(max(0, min(100, round(x))))
 
 
+def prepare_pool(vacancy: dict[str, Any], resumes: list[dict[str, Any]]) -> None:
+    """Read a pool's resumes and embed every role phrase they and the vacancy hold in one
+    batch: the bundled model is far cheaper per text on a batch, and `judge_offline` then only
+    looks the vectors up. Optional — the verdicts are the same without it."""
+    texts = [vacancy.get("title") or ""]
+    for resume in resumes:
+        view = _view(
+            resume.get("text") or "", parse_as_of(resume.get("as_of")), resume.get("headline")
+        )
+        texts += [p.title for p in view.parsed.positions]
+        texts += [phrase for phrase, _ in view.phrases]
+    prefetch(texts)
+
+
 def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     """The judge task's offline handler: payload → a verdict in the JudgeVerdict shape."""
     vacancy = payload["vacancy"]
     resume = payload["resume"]
-    view = _view(resume.get("text") or "", parse_as_of(resume.get("as_of")))
+    view = _view(resume.get("text") or "", parse_as_of(resume.get("as_of")), resume.get("headline"))
     reqs, vac = _vacancy_view(vacancy)
     role = view.role
+    title = vacancy.get("title") or ""
+    if vac.family is not None and not title_evidence(title):
+        # the lexicon guessed the family from the requirements' tools alone ("Excel", "reports"
+        # in an accountant's posting): not a role to hold resumes to; read the title instead
+        vac = VacancyRole(None, 0.0, title)
 
-    # 1) role
-    if vac.family is None:
-        match = _title_overlap(vacancy.get("title") or "", role.recent_titles)
-    else:
-        match = role.match(vac.family)
-    if role.top:
+    # 1) role: the lexicon's families where both sides are in it, else the meaning of the
+    # resume's role phrases (recent titles, headline) against the vacancy's title
+    semantic = semantic_role_match(title, view.phrases)
+    if vac.family is None or not role.families:
+        match = semantic.score
+    elif role.source == "titles":
+        match = role.match(vac.family)  # both titles are in the lexicon: it decides
+    else:  # the lexicon only guessed the resume's family from tools it mentions
+        match = max(role.match(vac.family), semantic.score)
+    if role.top and vac.family is not None:
         actual = FAMILY_BY_NAME[role.top].label
-    else:  # a job outside the lexicon: say what the latest title is
-        actual = role.recent_titles[0] if role.recent_titles else "unclear"
+    else:  # a job outside the lexicon: say what the resume calls it
+        actual = semantic.best or (role.recent_titles[0] if role.recent_titles else "unclear")
     titles = "; ".join(role.recent_titles[:3]) or "no dated positions"
     role_score = _clamp(100 * match)
     if match >= SAME_ROLE:
         role_line = f"recent positions ({titles}) are {actual} work, as the vacancy needs"
-    elif match >= 0.3:
+    elif match >= RELATED_ROLE:
         role_line = (
             f"recent positions ({titles}) are {actual} work: related to {vac.label}, not the same"
         )
@@ -470,7 +474,7 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
         role_line = f"recent positions ({titles}) are {actual} work, not {vac.label}"
 
     # 2) requirements (skills come after the role; they are checked either way for the record)
-    checks = [check_requirement(view, r, vac) for r in reqs]
+    checks = [check_requirement(view, r, vac, title) for r in reqs]
 
     # 3) level
     cand_level, level_basis = _candidate_level(view)
@@ -516,20 +520,20 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
         experience_score = _clamp(min(100, 40 + 10 * total))
         experience_line = f"{total:.1f} years in dated positions"
 
-    # 5) overall: role gates everything; then level and mandatory requirements
-    quality = 97.0 - 27.0 * gap
-    quality -= 24.0 * sum(KIND_WEIGHT[c.kind] * (1.0 - c.value) for c in mand)
-    quality -= 8.0 * sum(1.0 - c.value for c in years_checks if c.mandatory)
-    quality += 3.0 * nice_frac
-    quality = max(5.0, min(100.0, quality))
+    # 5) overall: role gates everything; then level and mandatory requirements; the
+    # strength of the evidence separates candidates the coarse statuses leave level
+    quality = 0.97 - 0.27 * gap
+    quality -= 0.24 * sum(KIND_WEIGHT[c.kind] * (1.0 - c.value) for c in mand)
+    quality -= 0.08 * sum(1.0 - c.value for c in years_checks if c.mandatory)
+    quality += 0.03 * nice_frac
+    evidence = sum(c.strength for c in checks) / len(checks) if checks else 0.0
+    quality += 0.06 * (evidence - 0.5)
+    overall = 100.0 * _role_factor(match) * _soft_floor(quality)
     if match >= SAME_ROLE:
-        overall = quality * (0.85 + 0.15 * match)
         verdict = "same role"
-    elif match >= 0.3:
-        overall = min(45.0, quality * 0.5)
+    elif match >= RELATED_ROLE:
         verdict = "related role only"
     else:
-        overall = min(30.0, 10.0 + 20.0 * match + 0.1 * quality)
         verdict = "different role — stack match does not make up for it"
     overall_line = f"{verdict}; level gap {gap:.1f}; {skills_line.split(';')[0]}"
 
@@ -558,15 +562,20 @@ def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _title_overlap(title: str, recent: tuple[str, ...]) -> float:
-    """Fallback when the vacancy's role is not in the lexicon: shared title words."""
-    want = {t for t in tokenize(title) if not _is_generic(t)}
-    want -= {lvl for lvl in LEVELS}
-    if not want or not recent:
-        return 0.0
-    weights = (0.5, 0.3, 0.2)
-    score = 0.0
-    for w, t in zip(weights, recent, strict=False):
-        have = set(tokenize(t))
-        score += w * len(want & have) / len(want)
-    return score / sum(weights[: len(recent[:3])])
+def _role_factor(match: float) -> float:
+    """How much of the quality score a role match lets through: nearly all of it for the same
+    role, under half for a related one, under a third for another job. Increasing in the match
+    (never flat), so that with the same evidence a closer role always ranks higher."""
+    match = max(0.0, min(1.0, match))
+    if match >= SAME_ROLE:
+        return 0.85 + 0.15 * match
+    if match >= RELATED_ROLE:
+        return 0.30 + 0.15 * (match - RELATED_ROLE) / (SAME_ROLE - RELATED_ROLE)
+    return 0.10 + 0.20 * match / RELATED_ROLE
+
+
+def _soft_floor(quality: float) -> float:
+    """``quality`` in 0–1, kept above 0 (and still increasing) below 0.1, so that candidates
+    short on several requirements are still ordered by what they have."""
+    quality = min(1.0, quality)
+    return quality if quality >= 0.1 else 0.1 * math.exp(quality - 0.1)

@@ -149,7 +149,9 @@ class JudgeReport:
         return text
 
 
-_SHOWN_COUNTS = ("exact", "repaired", "dropped", "absent", "mandatory_quotes", "mandatory_survived")
+_SHOWN_COUNTS = (
+    "exact", "repaired", "dropped", "absent", "irrelevant", "mandatory_quotes", "mandatory_survived",
+)  # fmt: skip
 
 
 def _now() -> datetime:

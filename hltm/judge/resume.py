@@ -4,10 +4,17 @@ General on purpose — it must work on resumes this project never generated, in 
 Russian. It looks for what almost every resume has:
 
 * **positions**, anchored on a date range ("2021-03 – present", "03.2019 — по настоящее время",
-  "Jan 2020 - Mar 2022", "2017–2019"); the title is the most title-like part of the anchor line
-  or of the line just above it ("Senior Java Developer — Acme", "2022 · Acme · Data Engineer",
-  "Earlier: BI Analyst at Acme, 2015–2017"); the lines that follow, up to a blank line or the
-  next position, describe the work;
+  "Jan 2020 - Mar 2022", "2017–2019", "Dec 2017 - Till Date", "Sept' 2017 to till date",
+  "с 2015 по н.в."). The range may run over several lines, as in text flattened from a PDF
+  table ("July 2011 / to / November 2012" on three lines). The title is the most title-like
+  short line of the position's header block: the anchor line without its dates, or one of the
+  few lines just above or below it ("Senior Java Developer — Acme", "Company Name / dates /
+  Accountant", "Earlier: BI Analyst at Acme, 2015–2017"); titles are at most
+  ``MAX_TITLE_CHARS`` long. The lines that follow, up to the next position or section,
+  describe the work;
+* **not employment**: a range in an education section, or next to a degree, a diploma, a
+  course or a certificate with no job title beside it ("July 2009 to June 2013 Diploma …"), is
+  kept out of the positions;
 * **sections** by their usual headers (Summary / About me / О себе, Experience / Опыт работы,
   Skills / Навыки / Стек, Education / Образование, Languages / Языки), with or without a colon;
 * **years of experience** from the union of the position intervals (overlaps merged). "Present"
@@ -19,6 +26,7 @@ Every line keeps its character offsets in the original text, so quotes are cut v
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -41,18 +49,19 @@ _MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _DATE = (
     r"(?:(?P<{p}m1>\d{{1,2}})[./](?P<{p}y1>(?:19|20)\d\d)(?!\d)"
     r"|(?P<{p}y2>(?:19|20)\d\d)[-/.](?P<{p}m2>\d{{1,2}})(?![\d])"
-    rf"|(?P<{{p}}mon>{_MONTH_NAMES})\.?\s+(?P<{{p}}y3>(?:19|20)\d\d)(?!\d)"
+    rf"|(?P<{{p}}mon>{_MONTH_NAMES})\.?['’]?\s*,?\s*(?P<{{p}}y3>(?:19|20)\d\d)(?!\d)"
     r"|(?P<{p}y4>(?:19|20)\d\d)(?![\d]))"
 )
 _PRESENT = (
-    r"(?P<present>present|now|current(?:ly)?|today|to date|ongoing|until now|till now"
+    r"(?P<present>present|now|current(?:ly)?|today|(?:till|to|until)\s+(?:date|now|today)"
+    r"|date|ongoing"
     r"|по\s+настоящее\s+время|настоящее\s+время|по\s+н\.?\s*в\.?|н\.\s*в\.|сейчас"
     r"|по\s+сей\s+день|наст\.\s*время)"
 )
 _RANGE_RE = re.compile(
     r"(?<![\w])"
     + _DATE.format(p="a")
-    + r"\s*(?:–|—|-|−|to|till|until|по|до|\.\.)\s*(?:"
+    + r"\s*(?:–|—|-|−|to|till|until|through|по|до|\.\.)\s*(?:"
     + _DATE.format(p="b")
     + "|"
     + _PRESENT
@@ -63,16 +72,32 @@ _RANGE_RE = re.compile(
 _SECTION_WORDS: dict[str, str] = {
     "summary": "summary", "profile": "summary", "about me": "summary", "about": "summary",
     "objective": "summary", "о себе": "summary", "кратко обо мне": "summary", "обо мне": "summary",
+    "professional summary": "summary", "executive profile": "summary",
+    "professional profile": "summary", "career overview": "summary", "career objective": "summary",
+    "executive summary": "summary", "summary of qualifications": "summary",
     "experience": "experience", "work experience": "experience",
     "professional experience": "experience", "employment history": "experience",
-    "career": "experience", "опыт работы": "experience", "опыт": "experience",
+    "work history": "experience", "employment": "experience", "career history": "experience",
+    "relevant experience": "experience", "career": "experience", "опыт работы": "experience",
+    "опыт": "experience", "трудовая деятельность": "experience",
     "skills": "skills", "key skills": "skills", "tech stack": "skills", "stack": "skills",
-    "technologies": "skills", "technical skills": "skills", "навыки": "skills",
+    "technologies": "skills", "technical skills": "skills", "skill highlights": "skills",
+    "highlights": "skills", "core qualifications": "skills", "qualifications": "skills",
+    "core competencies": "skills", "areas of expertise": "skills", "навыки": "skills",
     "ключевые навыки": "skills", "стек": "skills", "технологии": "skills",
     "education": "education", "образование": "education", "courses": "education",
     "certifications": "education", "курсы": "education", "сертификаты": "education",
+    "education and training": "education", "training": "education",
+    "certificates": "education", "licenses": "education", "licenses and certifications": "education",
+    "certifications and licenses": "education", "coursework": "education",
+    "дополнительное образование": "education", "повышение квалификации": "education",
     "languages": "languages", "языки": "languages", "знание языков": "languages",
     "projects": "experience", "проекты": "experience",
+    "accomplishments": "other", "core accomplishments": "other", "awards": "other",
+    "interests": "other", "additional information": "other", "affiliations": "other",
+    "professional affiliations": "other", "activities and honors": "other",
+    "presentations": "other", "publications": "other", "personal information": "other",
+    "volunteer experience": "other", "references": "other",
 }  # fmt: skip
 _SECTION_RE = re.compile(
     r"^\s*(?P<name>"
@@ -80,10 +105,23 @@ _SECTION_RE = re.compile(
     + r")\s*(?::\s*(?P<rest>.*))?$",
     re.IGNORECASE,
 )
-_EDUCATION_RE = re.compile(
-    r"(?<!\w)(?:universit\w*|institute|college|school|academy|bsc|msc|ba|ma|mba|phd|bachelor\w*"
-    r"|master'?s?|degree|университет\w*|институт\w*|академи\w*|колледж\w*|техникум\w*|бакалавр\w*"
-    r"|магистр\w*|специалитет\w*|мгту|мфти|мгу|спбгу|вшэ|итмо|мифи|урфу|нгу)(?!\w)",
+_INSTITUTION_RE = re.compile(
+    r"(?<!\w)(?:universit\w*|institute|college|school|academy|университет\w*|институт\w*"
+    r"|академи\w*|колледж\w*|техникум\w*|училищ\w*|школ\w*|мгту|мфти|мгу|спбгу|вшэ|итмо|мифи"
+    r"|урфу|нгу)(?!\w)",
+    re.IGNORECASE,
+)
+# What a study period names: a degree or diploma (always studies) …
+_DEGREE_RE = re.compile(
+    r"(?<!\w)(?:b\.?sc|m\.?sc|mba|ph\.?d|bachelor\w*|master'?s|masters? of|associate of"
+    r"|associate'?s degree|degree|diploma|ged|gpa|coursework|бакалавр\w*|магистр\w*"
+    r"|специалитет\w*|диплом\w*|аспирантур\w*)(?!\w)",
+    re.IGNORECASE,
+)
+# … or a course, a certificate, a school (studies unless a job title stands beside it).
+_STUDY_RE = re.compile(
+    r"(?<!\w)(?:course|courses|certificat\w*|certified|graduat\w*|major|minor|student|studies"
+    r"|курс\w*|сертификат\w*|студент\w*|выпускник\w*)(?!\w)",
     re.IGNORECASE,
 )
 _BULLET_RE = re.compile(r"^\s*(?:[•·▪◦●○■□➢►‣⁃*]|-(?=\s)|–(?=\s)|—(?=\s)|\d+[.)](?=\s))\s*")
@@ -92,13 +130,32 @@ _LABEL_PREFIX_RE = re.compile(r"^\s*[^\W\d_][\w ]{0,20}:\s+")
 ROLE_NOUNS = re.compile(
     r"(?<!\w)(?:developer|engineer|programmer|manager|analyst|architect|designer|scientist"
     r"|tester|consultant|specialist|administrator|coordinator|owner|researcher|intern|lead"
-    r"|director|head|officer|master|sre|devops|qa|cto|cpo"
+    r"|director|head|officer|master|sre|devops|qa|cto|cpo|cfo|ceo|coo|cio|vp|president"
+    r"|accountant|bookkeeper|auditor|controller|clerk|assistant|associate|representative|rep"
+    r"|technician|supervisor|instructor|trainer|coach|teacher|tutor|educator|professor|lecturer"
+    r"|chef|cook|baker|server|bartender|cashier|nurse|therapist|counselor|physician|pharmacist"
+    r"|recruiter|generalist|attorney|lawyer|paralegal|advocate|pilot|mechanic|electrician"
+    r"|carpenter|plumber|welder|foreman|superintendent|estimator|inspector|operator|driver"
+    r"|agent|advisor|adviser|broker|banker|teller|underwriter|planner|buyer|merchandiser"
+    r"|editor|writer|producer|photographer|artist|stylist|secretary|receptionist|dispatcher"
+    r"|strategist|marketer|executive|partner|principal|worker|laborer|aide|attendant"
+    r"|apprentice|volunteer|owner|founder|member"
     r"|разработчик\w*|инженер\w*|программист\w*|менеджер\w*|аналитик\w*|архитектор\w*"
     r"|дизайнер\w*|руководител\w*|специалист\w*|тестировщик\w*|администратор\w*|координатор\w*"
     r"|исследовател\w*|стаж[её]р\w*|владел\w*|директор\w*|лид\w*|консультант\w*|продакт\w*"
-    r"|проджект\w*)(?!\w)",
+    r"|проджект\w*|бухгалтер\w*|экономист\w*|учител\w*|преподавател\w*|повар\w*|продав\w*"
+    r"|кассир\w*|водител\w*|юрист\w*|врач\w*|медсестр\w*|механик\w*|прораб\w*|тренер\w*"
+    r"|секретар\w*|технолог\w*|мастер\w*|помощник\w*|ассистент\w*|представител\w*"
+    r"|начальник\w*|заместител\w*|оператор\w*|эксперт\w*)(?!\w)",
     re.IGNORECASE,
 )
+
+
+MAX_TITLE_CHARS = 80
+_WORD_RE = re.compile(r"[^\W\d_]{2,}")  # a title has at least one real word
+# Sections whose dated lines are not jobs: studies, memberships, activities, languages.
+_NOT_EMPLOYMENT = frozenset({"education", "other", "languages"})
+HEADER_WINDOW = 3  # non-blank lines above / below a date range that may hold its title
 
 
 def month_index(year: int, month: int) -> int:
@@ -281,6 +338,8 @@ def _pick_title(
             continue
         s += part.find(stripped)
         e = s + len(stripped)
+        if e - s > MAX_TITLE_CHARS or not _WORD_RE.search(stripped):
+            continue  # a sentence, or stray symbols, not a title
         score = _title_score(stripped)
         # higher score wins; on a tie the shorter part (no company name attached)
         if best is None or (score, best[2] - best[1]) > (best[0], e - s):
@@ -297,7 +356,7 @@ def _pick_title(
         part = text[first[0] : first[1]]
         stripped = part.strip(" ,;:()[]")
         s0 = first[0] + part.find(stripped)
-        if not stripped or len(stripped) > 80:
+        if not stripped or len(stripped) > MAX_TITLE_CHARS or not _WORD_RE.search(stripped):
             return None
         return stripped, (offset + s0, offset + s0 + len(stripped))
     return text[best[1] : best[2]], (offset + best[1], offset + best[2])
@@ -310,6 +369,41 @@ def _section_of(line: str) -> tuple[str, str | None] | None:
     return _SECTION_WORDS[m.group("name").lower()], m.group("rest")
 
 
+def _line_at(starts: list[int], offset: int) -> int:
+    return bisect.bisect_right(starts, offset) - 1
+
+
+def _is_study(text: str) -> bool:
+    """A line about studies: a degree, or a course or institution with no job title beside it."""
+    if _DEGREE_RE.search(text):
+        return True
+    if not (_STUDY_RE.search(text) or _INSTITUTION_RE.search(text)):
+        return False
+    rest = _INSTITUTION_RE.sub(" ", _STUDY_RE.sub(" ", text))
+    return ROLE_NOUNS.search(rest) is None
+
+
+def _header_rows(lines: list[Line], first: int, last: int, taken: set[int]) -> list[int]:
+    """Rows around the date range ``first..last`` that may hold its title, nearest first:
+    short, non-bullet lines, at most HEADER_WINDOW non-blank ones on each side, stopping at
+    sections and at rows another range already took."""
+    out: list[tuple[int, int]] = []
+    for step, start in ((-1, first - 1), (1, last + 1)):
+        j, seen = start, 0
+        while 0 < j < len(lines) and seen < HEADER_WINDOW:
+            ln = lines[j]
+            stripped = ln.text.strip()
+            if stripped:
+                if j in taken or ln.kind in ("section", "skills", "education", "summary"):
+                    break
+                if _BULLET_RE.match(ln.text) or len(stripped) > 2 * MAX_TITLE_CHARS:
+                    break
+                seen += 1
+                out.append((seen, j))
+            j += step
+    return [j for _, j in sorted(out, key=lambda x: x[0])]
+
+
 def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
     """Split ``text`` into lines, sections and positions (see the module docstring)."""
     lines: list[Line] = []
@@ -317,15 +411,14 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
     for raw in text.split("\n"):
         lines.append(Line(raw, offset))
         offset += len(raw) + 1
+    starts = [ln.start for ln in lines]
 
-    # 1) sections and date-range anchors
+    # 1) sections
+    section_of: list[str] = []
     section = "top"
-    anchors: list[tuple[int, re.Match[str]]] = []
-    for i, ln in enumerate(lines):
+    for ln in lines:
         stripped = ln.text.strip()
-        if not stripped:
-            continue
-        sec = _section_of(stripped) if len(stripped) < 120 else None
+        sec = _section_of(stripped) if stripped and len(stripped) < 120 else None
         if sec is not None:
             name, rest = sec
             section = name
@@ -333,23 +426,23 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
                 ln.kind = {"skills": "skills", "education": "education"}.get(name, "other")
             else:
                 ln.kind = "section"
-            continue
-        m = _RANGE_RE.search(ln.text)
-        if m and section != "education" and not _EDUCATION_RE.search(ln.text):
-            anchors.append((i, m))
-            ln.kind = "anchor"
-            continue
-        if section == "summary":
-            ln.kind = "summary"
-        elif section == "education":
-            ln.kind = "education"
-        elif section == "skills":
-            ln.kind = "skills"
+        elif stripped and section in ("summary", "education", "skills"):
+            ln.kind = section
+        section_of.append(section)
 
-    # 2) "present" = as_of, else the latest month the resume mentions
+    # 2) date ranges, over the whole text (a flattened table puts one range on several lines)
+    ranges: list[tuple[int, int, re.Match[str]]] = []  # (first row, last row, match)
+    for m in _RANGE_RE.finditer(text):
+        first, last = _line_at(starts, m.start()), _line_at(starts, m.end() - 1)
+        if lines[first].kind == "section" or section_of[first] in _NOT_EMPLOYMENT:
+            continue
+        ranges.append((first, last, m))
+    range_rows = {j for first, last, _ in ranges for j in range(first, last + 1)}
+
+    # 3) "present" = as_of, else the latest month the resume mentions
     if as_of is None:
         latest = None
-        for _, m in anchors:
+        for _, _, m in ranges:
             for p in ("a", "b"):
                 d = _date(m, p)
                 if d:
@@ -357,73 +450,73 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
                     latest = idx if latest is None else max(latest, idx)
         as_of = latest
 
-    # 3) positions: title from the anchor line, else from the line above
-    positions: list[Position] = []
-    by_anchor: dict[int, Position] = {}
-    anchor_rows = {i for i, _ in anchors}
-    header_rows: set[int] = set()
-    for i, m in anchors:
+    # 4) positions: the title from the anchor rows without the dates, else from the header rows
+    found: list[tuple[Position, int, int]] = []  # (position, first header row, last header row)
+    taken: set[int] = set()
+    for first, last, m in ranges:
         interval = _interval(m, as_of)
         if interval is None:
             continue
-        ln = lines[i]
-        rest = ln.text[: m.start()] + " " * (m.end() - m.start()) + ln.text[m.end() :]
-        picked = _pick_title(rest, ln.start)
-        title_line = ln
-        above = i - 1
-        while above >= 0 and not lines[above].text.strip():
-            above -= 1
-        header_ok = (
-            above >= 0
-            and above not in anchor_rows
-            and lines[above].kind in ("other", "body")
-            and not _BULLET_RE.match(lines[above].text)
-        )
-        for plain in (False, True):
-            if picked is not None:
-                break
-            if plain:  # no recognisable title anywhere: the anchor line's own first part
-                picked = _pick_title(rest, ln.start, plain_ok=True)
-                header_ok = header_ok and above > 0  # the first line of a resume is a name
-            if picked is None and header_ok:
-                prev = lines[above]
-                picked = _pick_title(prev.text, prev.start, plain_ok=plain)
-                if picked is not None:
-                    prev.kind = "header"
-                    header_rows.add(above)
-                    title_line = prev
+        anchor = lines[first]
+        if first == last:
+            rest = anchor.text[: m.start() - anchor.start] + " " * (m.end() - m.start())
+            rest += anchor.text[m.end() - anchor.start :]
+        else:
+            rest = anchor.text[: m.start() - anchor.start]
+        rest_score = _title_score(rest) if rest.strip() else 0.0
+        header = _header_rows(lines, first, last, taken | (range_rows - {first}))
+        block = [rest, *(lines[j].text for j in header)]
+        if any(_is_study(t) for t in block if t.strip()) and not any(
+            _title_score(t) > 0 and not _is_study(t) for t in block if t.strip()
+        ):
+            continue  # a study period ("July 2009 to June 2013 Diploma …"), not a job
+        picked = _pick_title(rest, anchor.start) if rest_score > 0 else None
+        title_row = first
+        if picked is None:
+            scored = [(_title_score(lines[j].text), -n, j) for n, j in enumerate(header)]
+            scored = [s for s in scored if s[0] > 0 and not _is_study(lines[s[2]].text)]
+            if scored:
+                _, _, title_row = max(scored)
+                picked = _pick_title(lines[title_row].text, lines[title_row].start)
+        if picked is None:  # no recognisable title: the anchor's own words, else the line above
+            picked = _pick_title(rest, anchor.start, plain_ok=True) if rest.strip() else None
+            above = [j for j in header if j < first]
+            if picked is None and above:
+                title_row = above[0]
+                picked = _pick_title(lines[title_row].text, lines[title_row].start, plain_ok=True)
         if picked is None:
             continue
         title, span = picked
         start, end, current = interval
-        pos = Position(title, title_line, start, end, current, title_span=span)
-        positions.append(pos)
-        by_anchor[i] = pos
+        for j in range(first, last + 1):
+            lines[j].kind = "anchor"
+        rows = [first, last, *header]
+        if title_row != first:
+            lines[title_row].kind = "header"
+        taken.update(range(first, last + 1))
+        taken.add(title_row)
+        pos = Position(title, lines[title_row], start, end, current, title_span=span)
+        found.append((pos, min(first, title_row), max(last, title_row, *rows[:2])))
 
-    # 4) bodies: the lines after each anchor, up to a blank line, a section or the next position
-    rows = [i for i, _ in anchors]
-    for idx, i in enumerate(rows):
-        pos = by_anchor.get(i)
-        if pos is None:
-            continue
-        nxt = rows[idx + 1] if idx + 1 < len(rows) else len(lines)
-        j = i + 1
-        while j < nxt:
+    # 5) bodies: the lines after each header block, up to the next position or a section
+    found.sort(key=lambda f: f[1])
+    for n, (pos, _, last_row) in enumerate(found):
+        stop = found[n + 1][1] if n + 1 < len(found) else len(lines)
+        for j in range(last_row + 1, stop):
             ln = lines[j]
-            if not ln.text.strip() or ln.kind in ("section", "skills", "education", "summary"):
+            if ln.kind in ("section", "skills", "education", "summary"):
                 break
-            if j in header_rows:
-                break
+            if not ln.text.strip() or ln.kind in ("anchor", "header") or j in taken:
+                continue
             ln.kind = "body"
             pos.body.append(ln)
-            j += 1
 
+    positions = [pos for pos, _, _ in found]
     positions.sort(key=lambda p: (p.end, p.start), reverse=True)
     for n, pos in enumerate(positions):
         pos.line.position = n
         for ln in pos.body:
             ln.position = n
-    # Lines that carry a skills list without a section header ("Stack: …", "Стек: …")
     skills = [ln for ln in lines if ln.kind == "skills"]
     summary = [ln for ln in lines if ln.kind == "summary"]
     return ParsedResume(text, lines, positions, as_of, skills, summary)

@@ -6,6 +6,12 @@ read from its title (strong evidence) and from what its lines describe (weak evi
 that a QA engineer who lists the backend's whole stack stays a QA engineer). When a title is
 generic ("Software Engineer", "Инженер-программист", "Engineer II") the described work decides.
 Recent positions weigh more than older ones.
+
+Outside the lexicon (an accountant, a chef, a teacher…) and beside it, the role is read by
+*meaning*: the resume's role phrases — the titles of its recent positions and its own headline
+line — are compared with the vacancy's role by shared title words and by the bundled e5 model
+(`hltm.judge.semantic`), so "Finance Manager" reads as close to "Director of Finance", and an
+English "IT Specialist" to a Russian "IT-специалист".
 """
 
 from __future__ import annotations
@@ -21,12 +27,18 @@ from hltm.judge.lexicon import (
     LEVELS,
     family_similarity,
 )
-from hltm.judge.resume import ParsedResume, Position
+from hltm.judge.resume import MAX_TITLE_CHARS, ROLE_NOUNS, ParsedResume, Position
+from hltm.judge.semantic import calibrate, similarities
+from hltm.judge.text import stem, tokenize
 
 __all__ = [
     "CandidateRole",
+    "RoleMatch",
     "VacancyRole",
     "candidate_role",
+    "headline_of",
+    "role_phrases",
+    "semantic_role_match",
     "level_from_title",
     "level_from_required_years",
     "level_from_years",
@@ -151,6 +163,85 @@ def vacancy_role(title: str, requirement_texts: Iterable[str], text: str = "") -
     dist = _normalise(scores)
     best = max(dist, key=dist.__getitem__)
     return VacancyRole(best, dist[best], FAMILY_BY_NAME[best].label)
+
+
+# --------------------------------------------------------------------------- role by meaning
+
+HEADLINE_WEIGHT = 0.25  # the headline is a claim; the positions are the evidence
+_ROLE_FILLER = frozenset({"of", "and", "the", "for", "in", "at", "to", "&", "i", "ii", "iii", "iv"})
+
+
+def headline_of(resume: ParsedResume, given: str | None = None) -> str | None:
+    """The resume's own headline: the given one, else the first short title-like line among
+    its first three (a resume often opens with the person's name, then the title)."""
+    from hltm.judge.resume import _title_score  # the parser's own notion of a title
+
+    if given and given.strip() and len(given.strip()) <= MAX_TITLE_CHARS:
+        return given.strip()
+    seen = 0
+    for ln in resume.lines:
+        text = ln.text.strip()
+        if not text:
+            continue
+        seen += 1
+        if seen > 3 or ln.kind == "section":
+            break
+        if len(text) <= MAX_TITLE_CHARS and ROLE_NOUNS.search(text) and _title_score(text) > 0:
+            return text
+    return None
+
+
+def role_phrases(resume: ParsedResume, headline: str | None) -> list[tuple[str, float]]:
+    """(phrase, weight): the recent positions' titles, most recent first, and the headline."""
+    recent = resume.recent(len(RECENCY_WEIGHTS))
+    if not recent:
+        if headline:
+            return [(headline, 1.0)]
+        first = next((ln.text.strip() for ln in resume.summary_lines if ln.text.strip()), "")
+        return [(first[: 2 * MAX_TITLE_CHARS], 1.0)] if first else []
+    weights = RECENCY_WEIGHTS[: len(recent)]
+    scale = (1.0 - HEADLINE_WEIGHT) if headline else 1.0
+    out = [(p.title, scale * w / sum(weights)) for p, w in zip(recent, weights, strict=True)]
+    if headline:
+        out.append((headline, HEADLINE_WEIGHT))
+    return out
+
+
+def role_words(title: str) -> set[str]:
+    """The words of a title that name the job: seniority and filler removed, stemmed."""
+    words = set()
+    for tok in tokenize(_fold(title)):
+        if tok in _ROLE_FILLER or any(p.fullmatch(tok) for p, _ in LEVEL_MARKERS_RE):
+            continue
+        words.add(stem(tok))
+    return words
+
+
+@dataclass(frozen=True)
+class RoleMatch:
+    score: float  # 0–1, the weighted match of the resume's role phrases to the vacancy's role
+    best: str | None  # the phrase that matched best
+
+
+def semantic_role_match(vacancy_title: str, phrases: list[tuple[str, float]]) -> RoleMatch:
+    """How close the resume's role phrases are to the vacancy's role, by words and meaning.
+
+    Each phrase scores the larger of (a) the share of the vacancy title's job words it
+    contains and (b) the calibrated e5 similarity of the two titles."""
+    if not phrases or not vacancy_title.strip():
+        return RoleMatch(0.0, None)
+    want = role_words(vacancy_title)
+    sims = similarities(vacancy_title, [p for p, _ in phrases])
+    total = weight = 0.0
+    best: tuple[float, str] | None = None
+    for (phrase, w), sim in zip(phrases, sims, strict=True):
+        overlap = len(want & role_words(phrase)) / len(want) if want else 0.0
+        score = max(overlap, calibrate(sim))
+        total += w * score
+        weight += w
+        if best is None or score > best[0]:
+            best = (score, phrase)
+    return RoleMatch(total / weight if weight else 0.0, best[1] if best else None)
 
 
 # ------------------------------------------------------------------------------------- level

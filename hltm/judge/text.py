@@ -30,7 +30,18 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["ENGLISH_STOPWORDS", "RUSSIAN_STOPWORDS", "STOPWORDS", "TERM_ALIASES", "tokenize"]
+from hltm.judge.lexicon import GENERIC_REQUIREMENT_STEMS_RU, GENERIC_REQUIREMENT_WORDS
+
+__all__ = [
+    "ENGLISH_STOPWORDS",
+    "RUSSIAN_STOPWORDS",
+    "STOPWORDS",
+    "TERM_ALIASES",
+    "is_generic",
+    "key_terms",
+    "stem",
+    "tokenize",
+]
 
 
 def _words(block: str) -> frozenset[str]:
@@ -145,3 +156,46 @@ def tokenize(text: str | None, stemmer: Callable[[str], str] | None = None) -> l
                 tok = stemmer(tok)
             tokens.append(tok)
     return tokens
+
+
+_EN_SUFFIXES = (
+    "izations", "ization", "ations", "ation", "ments", "ment", "ings", "ing", "ities", "ity",
+    "ical", "ics", "ies", "ied", "ants", "ant", "ers", "er", "ed", "es", "al", "ive", "ly", "s",
+    "e", "y",
+)  # fmt: skip
+
+
+def stem(token: str) -> str:
+    """Light stemming of plain words, identical on both sides of a comparison.
+
+    English: strip one common suffix ("testing" → "test", "statistics" → "statist"). Russian:
+    keep the first six letters (case endings vary, stems rarely do). Tech terms with symbols
+    (c#, .net, node.js) and short words are left alone.
+    """
+    if not token.isalpha() or len(token) < 5:
+        return token
+    if token.isascii():
+        for suffix in _EN_SUFFIXES:
+            if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+                return token[: -len(suffix)]
+        return token
+    return token[:6] if len(token) > 6 else token
+
+
+def is_generic(token: str) -> bool:
+    """A filler word of requirement lines ("experience", "strong", "опыт"…)."""
+    if token in GENERIC_REQUIREMENT_WORDS:
+        return True
+    return any(token.startswith(prefix) for prefix in GENERIC_REQUIREMENT_STEMS_RU)
+
+
+def key_terms(requirement: str) -> list[str]:
+    """What a requirement asks to see in the resume, filler words removed."""
+    out: list[str] = []
+    for tok in tokenize(requirement):
+        if is_generic(tok):
+            continue
+        root = stem(tok)
+        if root not in out:
+            out.append(root)
+    return out
