@@ -32,11 +32,12 @@ ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world
 ROOT = Path(__file__).resolve().parents[2]
 
-REBUILD = """
+RUN_JOB = """
+import sys
 import dagster as dg
 from definitions import defs
 with dg.DagsterInstance.get() as instance:
-    defs.resolve_job_def("rebuild_memory_tree").execute_in_process(instance=instance)
+    defs.resolve_job_def(sys.argv[1]).execute_in_process(instance=instance)
 """
 
 
@@ -48,9 +49,11 @@ def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
         yield persistent
 
 
-def _start_and_kill(instance: dg.DagsterInstance) -> dg.DagsterRun:
-    """Start a full rebuild in its own process and SIGKILL it once it is executing."""
-    worker = subprocess.Popen([sys.executable, "-c", REBUILD], cwd=ROOT, env=dict(os.environ))
+def _start_and_kill(
+    instance: dg.DagsterInstance, job: str = "rebuild_memory_tree"
+) -> dg.DagsterRun:
+    """Start `job` in its own process and SIGKILL it once it is executing."""
+    worker = subprocess.Popen([sys.executable, "-c", RUN_JOB, job], cwd=ROOT, env=dict(os.environ))
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
@@ -59,12 +62,12 @@ def _start_and_kill(instance: dg.DagsterInstance) -> dg.DagsterRun:
                 os.kill(worker.pid, signal.SIGKILL)
                 worker.wait()
                 return started[0]
-            assert worker.poll() is None, "the rebuild ended before it could be killed"
+            assert worker.poll() is None, f"{job} ended before it could be killed"
             time.sleep(0.2)
     finally:
         if worker.poll() is None:
             worker.kill()
-    raise AssertionError("the rebuild never started")
+    raise AssertionError(f"{job} never started")
 
 
 def test_killed_refresh_is_failed_and_the_next_sensor_refresh_completes(
@@ -97,3 +100,15 @@ def test_killed_refresh_is_failed_and_the_next_sensor_refresh_completes(
     assert isinstance(result, dg.SensorResult) and runs, result
     assert all(r.success for r in runs)
     assert fail_dead_runs(instance) == []  # nothing else was left STARTED
+
+
+def test_killed_judge_run_is_failed_before_the_next_command_starts(
+    memory_world: Settings, instance: dg.DagsterInstance
+) -> None:
+    """The same liveness check covers every job: a judge run killed mid-way is failed by what
+    each `hltm` command (and the sensors) call before they start a run."""
+    killed = _start_and_kill(instance, "judge_refresh")
+    assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
+    assert fail_dead_runs(instance) == [killed.run_id]
+    assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
+    assert fail_dead_runs(instance) == []
