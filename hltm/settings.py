@@ -219,6 +219,7 @@ CORE_ENV_NAMES = (
     "HLTM_LLM_SEED",
     "HLTM_LLM_MAX_TOKENS",
     "HLTM_LLM_CONCURRENCY",
+    "HLTM_REALDATA",
     "HLTM_EMBEDDINGS",
     "HLTM_EMBEDDING_MODEL",
 )
@@ -248,6 +249,14 @@ def read_env(table: dict[str, EnvVar]) -> dict[str, Any]:
 def mask(value: object) -> str:
     """A secret shown by its length only (never a prefix: tokens share one)."""
     return f"*** ({len(str(value))} chars)" if value else "-"
+
+
+def realdata_dir() -> Path:
+    """The public real data sets (`HLTM_REALDATA`), else ``../shared/realdata`` beside the
+    repository, where CI has them."""
+    env = _env("HLTM_REALDATA")
+    repo_root = Path(__file__).resolve().parents[1]
+    return Path(env).resolve() if env else (repo_root.parent / "shared" / "realdata").resolve()
 
 
 def judge_cron() -> str:

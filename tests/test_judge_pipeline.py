@@ -219,7 +219,7 @@ def test_rankings_sort_by_overall_alone_and_the_journal_detects_tampering(db: Pa
         ranking = json.loads(
             con.execute("SELECT ranking FROM ranking_journal WHERE seq = 1").fetchone()[0]
         )
-        ranking[0]["overall"] = 100
+        ranking[0]["overall"] = 1 if ranking[0]["overall"] == 100 else 100
         con.execute("UPDATE ranking_journal SET ranking = ? WHERE seq = 1", [json.dumps(ranking)])
     report = verify_chain(db)
     assert not report.ok and report.first_bad_seq == 1 and "hash" in report.reason

@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from hltm.judge.golden import (
     write_manifest,
     write_snapshot,
 )
+from hltm.settings import realdata_dir
 
 __all__ = [
     "REAL_DIR",
@@ -73,10 +73,7 @@ class RealDataMissing(FileNotFoundError):
 
 def default_realdata() -> Path:
     """``$HLTM_REALDATA``, else ``../shared/realdata`` beside the repository (where CI has it)."""
-    env = os.environ.get("HLTM_REALDATA")
-    if env:
-        return Path(env).resolve()
-    return (GOLDEN_DIR.parent.parent / "shared" / "realdata").resolve()
+    return realdata_dir()
 
 
 def _source(realdata: Path, name: str) -> Path:

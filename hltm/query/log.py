@@ -137,6 +137,9 @@ class QueryLogWriter:
         self.derived_db = derived_db
         self._pending: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        # One insert at a time per process: concurrent schema creation or inserts on one DuckDB
+        # file from two threads conflict ("write-write conflict"), and the file has one writer.
+        self._insert_lock = threading.Lock()
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -185,7 +188,7 @@ class QueryLogWriter:
                 return True
             rows, self._pending = self._pending, []
         try:
-            insert_query_rows(self.derived_db, rows, wait_s)
+            self._insert(rows, wait_s)
         except DatabaseBusy as err:
             with self._lock:
                 self._pending[:0] = rows
@@ -193,13 +196,17 @@ class QueryLogWriter:
             return False
         return True
 
+    def _insert(self, rows: list[dict[str, Any]], wait_s: float | None) -> None:
+        with self._insert_lock:
+            insert_query_rows(self.derived_db, rows, wait_s)
+
     def flush(self, wait_s: float | None = None) -> None:
         """Insert the rows kept from busy moments (`DatabaseBusy` if the file is still busy)."""
         with self._lock:
             rows, self._pending = self._pending, []
         if rows:
             try:
-                insert_query_rows(self.derived_db, rows, wait_s)
+                self._insert(rows, wait_s)
             except DatabaseBusy:
                 with self._lock:
                     self._pending[:0] = rows

@@ -23,20 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from hltm.memory import RefreshReport, builder_from_settings
-from hltm.settings import Settings
+from hltm.settings import Settings, realdata_dir
 from hltm.sources.ingest import IngestReport, ingest_directory
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_REALDATA = REPO_ROOT.parent / "shared" / "realdata"
 
 
 def realdata_file(name: str, directory: Path | str | None = None) -> Path:
     """A file of the real-data directory, or a clear error naming where it was looked for."""
-    path = Path(directory or DEFAULT_REALDATA) / name
+    path = Path(directory or realdata_dir()) / name
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found: the real-data evaluations read ../shared/realdata/ beside the "
-            "repository (or the directory given with --data)"
+            "repository (or $HLTM_REALDATA, or the directory given with --data)"
         )
     return path
 

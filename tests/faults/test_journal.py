@@ -90,8 +90,11 @@ def test_a_forged_rankings_row_is_detected_and_not_served(settings: Settings) ->
     _publish_rows(db, 2)
     runner = CliRunner()
     assert runner.invoke(main, ["judge", "show", "vac-1"]).exit_code == 0
-    with connect(db) as con:  # promote the last candidate to first place
-        con.execute("UPDATE rankings SET overall = 100 WHERE vacancy_id = 'vac-1' AND rank = 3")
+    with connect(db) as con:  # change the last candidate's overall
+        con.execute(
+            "UPDATE rankings SET overall = CASE WHEN overall = 100 THEN 1 ELSE 100 END"
+            " WHERE vacancy_id = 'vac-1' AND rank = 3"
+        )
     report = verify_chain(db)
     assert not report.ok and "rankings of vac-1 do not match the journal" in report.reason
     verify = runner.invoke(main, ["judge", "verify"])
