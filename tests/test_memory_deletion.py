@@ -64,7 +64,8 @@ def _plant_canary(settings: Settings, pid: str) -> str:
     return doc_id
 
 
-@pytest.mark.parametrize("what", ["project", "document"])
+# A deleted project is covered across every store by tests/test_deletion_canary.py.
+@pytest.mark.parametrize("what", ["document"])
 def test_canary_is_gone_after_deletion(memory_world: Settings, what: str) -> None:
     # Support 1: every detail of a child reaches the parents — the worst case for deletion.
     harness = make_harness(memory_world, support_threshold=0.0, min_support=1)

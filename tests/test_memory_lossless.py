@@ -94,7 +94,7 @@ def _chains(builder, touched: list[str], before: dict) -> set[str]:  # type: ign
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1])
 def test_random_changes_refresh_to_a_full_rebuild(
     memory_world: Settings, tmp_path: Path, seed: int
 ) -> None:
