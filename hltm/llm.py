@@ -31,6 +31,7 @@ import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -114,6 +115,7 @@ class Task(Generic[OutputT]):
         return schema
 
 
+@cache
 def estimate_max_tokens(model: type[BaseModel]) -> int:
     """A generous answer bound from the schema's shape: strings ~40 tokens, lists ~12 items."""
     schema = model.model_json_schema()
@@ -218,6 +220,11 @@ class LLMUsage:
 
     def __add__(self, other: LLMUsage) -> LLMUsage:
         return LLMUsage(*(getattr(self, k) + getattr(other, k) for k in _USAGE_FIELDS))
+
+    def add(self, other: LLMUsage) -> None:
+        """In place, for a total that others hold a reference to."""
+        for k in _USAGE_FIELDS:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def as_metadata(self) -> dict[str, float | int]:
         return {
@@ -627,6 +634,18 @@ class LLM:
         """The validated answer, or LLMError once the attempts are spent; every request counts.
 
         `choices`: property name → allowed values (ids the answer may cite), sent as enums."""
+        return self.run_counted(task, payload, context, choices)[0]
+
+    def run_counted(
+        self,
+        task: Task[OutputT],
+        payload: dict[str, Any],
+        context: str = "",
+        choices: Choices | None = None,
+    ) -> tuple[OutputT, LLMUsage]:
+        """`run`, with what this one task cost (all its attempts), so a caller that records the
+        cost per item need not count the tokens a second time."""
+        spent = LLMUsage()
         limits: CallLimits = getattr(self.backend, "limits", _ONE_ATTEMPT)
         base = task.messages(payload)
         messages = base
@@ -642,7 +661,7 @@ class LLM:
             try:
                 reply = _send(self.backend, request)
             except TransportError as err:
-                self._count(err.prompt_tokens, 0, started, failed=True, retry=sent > 0)
+                self._count(spent, err.prompt_tokens, 0, started, failed=True, retry=sent > 0)
                 sent += 1
                 if err.adapted and adaptations > 0:
                     adaptations -= 1
@@ -654,14 +673,14 @@ class LLM:
                 time.sleep(limits.pause(err, failures, timeout_s))
                 continue
             except LLMError as err:  # a backend's own final verdict
-                self._count(prompt_tokens(messages), 0, started, failed=True, retry=sent > 0)
+                self._count(spent, prompt_tokens(messages), 0, started, True, retry=sent > 0)
                 raise LLMError(task.name, context, err.reason) from None
             result, problem = _judge_reply(task, reply)
             completion = count_tokens(reply.content or reply.refusal or "")
-            self._count(reply.prompt_tokens, completion, started, result is None, sent > 0)
+            self._count(spent, reply.prompt_tokens, completion, started, result is None, sent > 0)
             sent += 1
             if result is not None:
-                return result
+                return result, spent
             failures += 1
             if failures >= limits.attempts:
                 reason = f"{problem} ({_plural(failures, 'attempt')})"
@@ -672,15 +691,20 @@ class LLM:
             time.sleep(min(limits.backoff_s * 2 ** (failures - 1), 8.0))
 
     def _count(
-        self, prompt: int, completion: int, started: float, failed: bool, retry: bool
+        self,
+        spent: LLMUsage,
+        prompt: int,
+        completion: int,
+        started: float,
+        failed: bool,
+        retry: bool,
     ) -> None:
+        one = LLMUsage(
+            1, prompt, completion, int(failed), time.perf_counter() - started, int(retry)
+        )
+        spent.add(one)
         with self._lock:
-            self.usage.calls += 1
-            self.usage.prompt_tokens += prompt
-            self.usage.completion_tokens += completion
-            self.usage.failed_calls += int(failed)
-            self.usage.retries += int(retry)
-            self.usage.seconds += time.perf_counter() - started
+            self.usage.add(one)
 
 
 def make_llm(settings: Settings, model: str | None = None) -> LLM:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import tiktoken
@@ -46,5 +46,7 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
+@lru_cache(maxsize=4096)
 def count_tokens(text: str) -> int:
+    """Memoised: the same system prompts and texts are counted on every call that sends them."""
     return len(encoding().encode(text, disallowed_special=()))

@@ -50,7 +50,7 @@ from hltm.judge.tasks import JUDGE_TASK, build_payload
 from hltm.llm import LLM
 from hltm.settings import JUDGE_ENV, PROBE_ENV, read_env
 from hltm.tokens import count_tokens
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import connect, insert_rows, table_exists
 
 RESULTS_TABLE = "recall_probe_results"
 _TOKENS_PER_MESSAGE = 3
@@ -474,19 +474,18 @@ def store(result: ProbeResult, derived_db: Path | str) -> None:
         ensure_results_table(con)
         con.execute("BEGIN TRANSACTION")
         con.execute(f"DELETE FROM {RESULTS_TABLE} WHERE month = ?", [result.plan.month])
-        if result.rows:
-            con.executemany(
-                f"INSERT INTO {RESULTS_TABLE} VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [result.plan.month, r.vacancy_id, versions[r.vacancy_id], r.resume_id,
-                     r.layer, r.selection, r.bm25_rank, r.status, r.overall,
-                     json.dumps(r.scores) if r.scores else None, r.actual_role, r.top_min,
-                     r.top_size, r.displacing, result.plan.config.model,
-                     result.plan.config.prompt_version, result.run_id, now]
-                    for r in result.rows
-                ],
-            )  # fmt: skip
+        insert_rows(
+            con,
+            f"INSERT INTO {RESULTS_TABLE}",
+            [
+                [result.plan.month, r.vacancy_id, versions[r.vacancy_id], r.resume_id,
+                 r.layer, r.selection, r.bm25_rank, r.status, r.overall,
+                 json.dumps(r.scores) if r.scores else None, r.actual_role, r.top_min,
+                 r.top_size, r.displacing, result.plan.config.model,
+                 result.plan.config.prompt_version, result.run_id, now]
+                for r in result.rows
+            ],
+        )  # fmt: skip
         con.execute("COMMIT")
 
 

@@ -44,7 +44,7 @@ from hltm.judge.roles import level_from_title, title_evidence, vacancy_role
 from hltm.memory import lexicon as lx
 from hltm.query.boundary import NodeView, ScopedMemory
 from hltm.query.scope import Identity, resolve_scope
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import connect, insert_rows, table_exists
 
 __all__ = [
     "CALIBRATION_TABLE",
@@ -406,9 +406,8 @@ def store_calibrations(derived_db: Path | str, calibrations: Sequence[Calibratio
         return
     with connect(derived_db) as con:
         _ensure_table(con)
-        con.executemany(
-            f"INSERT OR REPLACE INTO {CALIBRATION_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [c.as_row() for c in calibrations],
+        insert_rows(
+            con, f"INSERT OR REPLACE INTO {CALIBRATION_TABLE}", [c.as_row() for c in calibrations]
         )
 
 

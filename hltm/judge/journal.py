@@ -41,7 +41,7 @@ from hltm.judge.data import Resume, Vacancy
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GateDecision, gate_decision
 from hltm.judge.pipeline import JudgeConfig, cached_scores
 from hltm.judge.store import ensure_judge_schema
-from hltm.warehouse import connect
+from hltm.warehouse import connect, insert_rows
 
 __all__ = [
     "GENESIS_HASH",
@@ -402,8 +402,7 @@ def _derive_rankings(con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] 
     else:
         con.execute("DELETE FROM rankings WHERE vacancy_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
     rows = [row for e in _latest_entries(con, ids).values() for row in _derived(e)]
-    if rows:
-        con.executemany("INSERT INTO rankings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    insert_rows(con, "INSERT INTO rankings", rows)
 
 
 def ranking_problems(derived_db: Path | str, vacancy_id: str | None = None) -> list[str]:

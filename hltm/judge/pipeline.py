@@ -38,8 +38,7 @@ from hltm.judge.quotes import NormalisedText, apply_validation, empty_counts, no
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JUDGE_TASK, JudgeVerdict, build_payload
 from hltm.llm import LLM, LLMError, LLMUsage
-from hltm.tokens import count_tokens
-from hltm.warehouse import connect
+from hltm.warehouse import connect, insert_rows
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -305,7 +304,7 @@ def judge_pool(
         context = f"vacancy {vacancy.vacancy_id} × resume {resume.resume_id}"
         t0 = time.perf_counter()
         try:
-            verdict = llm.run(JUDGE_TASK, payload, context=context)
+            verdict, spent = llm.run_counted(JUDGE_TASK, payload, context=context)
             checklist, counts, formal, unknown = postprocess(
                 verdict, vacancy, resume.text, formal_patterns
             )
@@ -323,8 +322,8 @@ def judge_pool(
             "counts": counts,
             "formal": formal,
             "unknown": unknown,
-            "prompt_tokens": sum(count_tokens(m["content"]) for m in JUDGE_TASK.messages(payload)),
-            "completion_tokens": count_tokens(verdict.model_dump_json()),
+            "prompt_tokens": spent.prompt_tokens,
+            "completion_tokens": spent.completion_tokens,
             "seconds": time.perf_counter() - t0,
         }
         return resume, row, None
@@ -383,10 +382,7 @@ def judge_pool(
 def _insert(con: Any, statement: str, rows: Sequence[Mapping[str, Any]]) -> None:
     if rows:
         columns = list(rows[0])
-        con.executemany(
-            f"{statement} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
-            [[r[c] for c in columns] for r in rows],
-        )
+        insert_rows(con, statement, [[r[c] for c in columns] for r in rows], columns)
 
 
 def cached_scores(

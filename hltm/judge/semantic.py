@@ -66,7 +66,7 @@ def similarities(text: str, others: Sequence[str]) -> list[float]:
     if not others:
         return []
     vecs = _vectors([text, *others])
-    return [float(np.dot(vecs[0], v)) for v in vecs[1:]]
+    return (np.stack(vecs[1:]) @ vecs[0]).tolist()
 
 
 def calibrate(cosine: float, floor: float = ROLE_FLOOR, ceil: float = ROLE_CEIL) -> float:

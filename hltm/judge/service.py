@@ -43,7 +43,7 @@ from hltm.judge.pools import PoolEntry, stable_top
 from hltm.judge.store import ensure_judge_schema
 from hltm.llm import LLM
 from hltm.vectors import VectorStore
-from hltm.warehouse import connect
+from hltm.warehouse import connect, insert_rows
 
 __all__ = [
     "JudgeEnv",
@@ -146,16 +146,16 @@ def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> Poo
         ensure_judge_schema(con)
         con.execute("BEGIN TRANSACTION")
         con.execute("DELETE FROM judge_pools WHERE vacancy_id = ?", [vacancy.vacancy_id])
-        if entries:
-            con.executemany(
-                "INSERT INTO judge_pools VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [vacancy.vacancy_id, vacancy.version_key, i, e.id,
-                     by_id[str(e.id)].content_hash, e.vector_rank, e.vector_score, e.bm25_rank,
-                     e.bm25_score, now, run_id]
-                    for i, e in enumerate(entries)
-                ],
-            )  # fmt: skip
+        insert_rows(
+            con,
+            "INSERT INTO judge_pools",
+            [
+                [vacancy.vacancy_id, vacancy.version_key, i, e.id,
+                 by_id[str(e.id)].content_hash, e.vector_rank, e.vector_score, e.bm25_rank,
+                 e.bm25_score, now, run_id]
+                for i, e in enumerate(entries)
+            ],
+        )  # fmt: skip
         con.execute("COMMIT")
     return PoolResult(vacancy, entries, [by_id[str(e.id)] for e in entries], not_indexed)
 
