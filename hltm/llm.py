@@ -42,7 +42,8 @@ from hltm.tokens import count_tokens
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 INPUT_FENCE = "```json"
-DETERMINISTIC_MODEL = "deterministic-rules-v1"
+# The offline rules' model id is in every score's cache key: bump it when the rules change a verdict.
+DETERMINISTIC_MODEL = "deterministic-rules-v2"
 # Per-message framing tokens in the chat format (OpenAI's counting recipe).
 _TOKENS_PER_MESSAGE = 3
 

@@ -10,6 +10,7 @@ import pytest
 
 from hltm.analysis.report import ReportSettings, build_report, judge_llms, parse_prices
 from hltm.judge.golden import GOLDEN_DIR, load_golden
+from hltm.llm import DETERMINISTIC_MODEL
 
 pytestmark = pytest.mark.skipif(
     not (GOLDEN_DIR / "manifest.json").exists(), reason="golden set not frozen yet"
@@ -82,7 +83,7 @@ def test_stats_report_on_the_golden_set(settings, tmp_path) -> None:  # type: ig
          "--resamples", "500"],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
-    assert "deterministic-rules-v1" in out.output and "permutation ceiling" in out.output
+    assert DETERMINISTIC_MODEL in out.output and "permutation ceiling" in out.output
     assert (tmp_path / "cli" / "judge_stats.md").exists()
 
     print(f"\nstatistics report on the golden set ({elapsed:.1f}s):")
@@ -99,7 +100,7 @@ def test_prices_and_models_config(settings, monkeypatch) -> None:  # type: ignor
     rs = ReportSettings.from_env()
     assert rs.models == ("a", "b", "a")
     # Offline: one rule-based judge whatever is listed.
-    assert [llm.model for llm in judge_llms(settings, rs.models)] == ["deterministic-rules-v1"]
+    assert [llm.model for llm in judge_llms(settings, rs.models)] == [DETERMINISTIC_MODEL]
     openai = settings.__class__(**{**settings.__dict__, "llm_backend": "openai"})
     assert [llm.model for llm in judge_llms(openai, rs.models)] == ["a", "b"]
 

@@ -27,7 +27,7 @@ import hashlib
 import json
 import math
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,9 @@ from hltm.judge.roles import (
     role_phrases,
     semantic_role_match,
     title_evidence,
+    trade_presence,
     vacancy_role,
+    word_counts,
     work_evidence,
 )
 from hltm.judge.semantic import prefetch
@@ -65,6 +67,10 @@ __all__ = ["judge_offline", "key_terms", "prepare_pool"]
 # usually settled at the screening call, a missing skill is not.
 KIND_WEIGHT = {"skill": 1.0, "language": 0.4, "years": 1.0}
 SAME_ROLE = 0.55  # share of the recent positions' evidence that must be the vacancy's role
+TRADE_WORDS_WEIGHT = 0.15  # the role match's share read from the trade's words in the text
+# Role first: the requirements' evidence moves a candidate within what the role allows (at
+# most 45% of it), so a same-role candidate short on skills stays above another trade's.
+ROLE_FIRST = 0.55
 RELATED_ROLE = 0.3  # below this, another job
 
 _YEARS_RE = re.compile(
@@ -97,6 +103,7 @@ class _ResumeView:
     role: CandidateRole
     position_roles: list[dict[str, float]]
     phrases: list[tuple[str, float]]  # role phrases: recent titles and the headline
+    term_counts: Counter[str]  # stemmed words of the whole text, for the trade's own words
 
 
 _VIEW_CACHE: OrderedDict[tuple[str, int | None, str | None], _ResumeView] = OrderedDict()
@@ -120,7 +127,7 @@ def _view(text: str, as_of: int | None, headline: str | None = None) -> _ResumeV
             indexed.append(_LineIndex(ln, toks, _PRIORITY.get(ln.kind, 1)))
     view = _ResumeView(
         parsed, indexed, candidate_role(parsed), [position_role(p) for p in parsed.positions],
-        role_phrases(parsed, given),
+        role_phrases(parsed, given), word_counts(text),
     )  # fmt: skip
     _VIEW_CACHE[key] = view
     if len(_VIEW_CACHE) > _VIEW_CACHE_SIZE:
@@ -458,6 +465,10 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
         match = role.match(vac.family)  # both titles are in the lexicon: it decides
     else:  # the lexicon only guessed the resume's family from tools it mentions
         match = max(role.match(vac.family), semantic.score)
+    # titles are often garbled or worded apart; a resume of the trade still uses its words
+    match = (1 - TRADE_WORDS_WEIGHT) * match + TRADE_WORDS_WEIGHT * trade_presence(
+        title, view.term_counts
+    )
     if role.top and vac.family is not None:
         actual = FAMILY_BY_NAME[role.top].label
     else:  # a job outside the lexicon: say what the resume calls it
@@ -528,7 +539,7 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     quality += 0.03 * nice_frac
     evidence = sum(c.strength for c in checks) / len(checks) if checks else 0.0
     quality += 0.06 * (evidence - 0.5)
-    overall = 100.0 * _role_factor(match) * _soft_floor(quality)
+    overall = 100.0 * _role_factor(match) * (ROLE_FIRST + (1 - ROLE_FIRST) * _soft_floor(quality))
     if match >= SAME_ROLE:
         verdict = "same role"
     elif match >= RELATED_ROLE:

@@ -17,7 +17,8 @@ English "IT Specialist" to a Russian "IT-специалист".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hltm.judge.lexicon import (
@@ -43,7 +44,9 @@ __all__ = [
     "level_from_required_years",
     "level_from_years",
     "title_evidence",
+    "trade_presence",
     "vacancy_role",
+    "word_counts",
     "work_evidence",
 ]
 
@@ -215,6 +218,77 @@ def role_words(title: str) -> set[str]:
             continue
         words.add(stem(tok))
     return words
+
+
+# Job words that name a rank or a generic function, not a trade: "Sales *Representative*",
+# "Human Resources *Manager*". A resume of the trade uses the trade's own words throughout.
+GENERIC_ROLE_WORDS = frozenset(
+    stem(w)
+    for w in [
+        "manager",
+        "specialist",
+        "associate",
+        "representative",
+        "rep",
+        "assistant",
+        "coordinator",
+        "officer",
+        "director",
+        "head",
+        "lead",
+        "executive",
+        "consultant",
+        "worker",
+        "member",
+        "clerk",
+        "agent",
+        "advisor",
+        "administrator",
+        "supervisor",
+        "technician",
+        "staff",
+        "senior",
+        "junior",
+        "professional",
+        "engineer",
+        "analyst",
+        "менеджер",
+        "специалист",
+        "ассистент",
+        "помощник",
+        "руководитель",
+        "директор",
+        "консультант",
+        "сотрудник",
+        "инженер",
+        "аналитик",
+        "ведущий",
+        "старший",
+        "младший",
+    ]
+)
+TERM_SATURATION = 4  # mentions of a trade word that count as "writes about this trade"
+
+
+def trade_terms(vacancy_title: str) -> list[str]:
+    """The vacancy title's trade words (stemmed); all its job words when none is a trade word."""
+    want = role_words(vacancy_title)
+    return sorted(w for w in want if w not in GENERIC_ROLE_WORDS) or sorted(want)
+
+
+def word_counts(text: str) -> Counter[str]:
+    """Stemmed words of ``text``, folded as `role_words` folds a title."""
+    return Counter(stem(tok) for tok in tokenize(_fold(text)))
+
+
+def trade_presence(vacancy_title: str, term_counts: Mapping[str, int]) -> float:
+    """0–1: how much the resume's own text uses the vacancy title's trade words ("account…",
+    "sales", "учител…"), each saturating at ``TERM_SATURATION`` mentions. The resume's
+    strongest evidence of its trade where titles are missing, garbled or worded apart."""
+    terms = trade_terms(vacancy_title)
+    if not terms:
+        return 0.0
+    return sum(min(1.0, term_counts.get(t, 0) / TERM_SATURATION) for t in terms) / len(terms)
 
 
 @dataclass(frozen=True)
