@@ -13,6 +13,7 @@ import pytest
 from hltm.judge.heuristic import judge_offline
 from hltm.judge.quotes import apply_validation
 from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
+from hltm.judge.roles import trade_presence, trade_terms, word_counts
 from hltm.judge.tasks import JudgeVerdict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge"
@@ -162,3 +163,16 @@ def test_an_irrelevant_verbatim_quote_is_capped_at_partial() -> None:
     assert banking["quote_relevant"] is True and banking["status"] == "met"
     assert counts["irrelevant"] == counts["mandatory_irrelevant"] == 1
     assert counts["exact"] == 2 and counts["downgraded"] == 1
+
+
+def test_the_trade_is_read_from_the_resume_own_words_not_only_its_titles() -> None:
+    # "Staff Accountant": the trade word is "account…" ("staff" names a rank, not a trade)
+    assert trade_terms("Staff Accountant") == ["account"]
+    assert trade_presence("Staff Accountant", word_counts(ACCOUNTANT)) == 1.0
+    assert trade_presence("Staff Accountant", word_counts(LINE_ATTENDANT)) < 0.5
+    # garble every title line: the accountant still reads closer to the role than the attendant
+    untitled = "\n".join(
+        "Company Name" if re.fullmatch(r"(?i)\s*accountant\s*", ln) else ln
+        for ln in ACCOUNTANT.split("\n")
+    )
+    assert _judge(untitled).role.score > _judge(LINE_ATTENDANT).role.score

@@ -45,6 +45,7 @@ __all__ = [
     "level_from_years",
     "title_evidence",
     "trade_presence",
+    "trade_terms",
     "vacancy_role",
     "word_counts",
     "work_evidence",
