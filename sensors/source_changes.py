@@ -268,6 +268,7 @@ def source_changes(
                     "hltm/seats": str(len(plan.seats)),
                     "hltm/contracts": str(len(plan.contracts)),
                     "hltm/deletes": str(len(plan.deletes)),
+                    "hltm/diff": "full" if scope is None else "incremental",
                 },
             )
         ],
