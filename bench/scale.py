@@ -142,19 +142,14 @@ def incremental_tick(
     return diff, mark or 0, now
 
 
-def edit_project(world: Path, project_id: str) -> None:
-    """Retitle one project through ingest, as a user's re-export would."""
+def reingest_project(world: Path, project_id: str, **columns: str) -> None:
+    """Re-ingest one project with some columns changed, as a user's re-export would."""
     change = world.parent / "change"
     change.mkdir(exist_ok=True)
     row = pl.read_ndjson(world / "projects.jsonl").filter(pl.col("project_id") == project_id)
-    row.with_columns(title=pl.lit("Staff backend engineer")).write_ndjson(change / "projects.jsonl")
-    ingest_directory(change, world.parent / "sources.duckdb")
-
-
-def move_project(world: Path, project_id: str, seat_id: str) -> None:
-    change = world.parent / "change"
-    row = pl.read_ndjson(world / "projects.jsonl").filter(pl.col("project_id") == project_id)
-    row.with_columns(seat_id=pl.lit(seat_id)).write_ndjson(change / "projects.jsonl")
+    row.with_columns(**{k: pl.lit(v) for k, v in columns.items()}).write_ndjson(
+        change / "projects.jsonl"
+    )
     ingest_directory(change, world.parent / "sources.duckdb")
 
 
@@ -175,7 +170,7 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
         since = change_mark(con) or 0
     stored = store_digests(derived)
     projects = sorted(split_node_id(k)[1] for k in cold.tree.ids("project"))
-    edit_project(root / "world", projects[n // 2])
+    reingest_project(root / "world", projects[n // 2], title="Staff backend engineer")
     full, full_s, full_mb = timed(lambda: full_tick(db, derived))
     (inc, since_after, _), inc_s, inc_mb = timed(
         lambda: incremental_tick(db, derived, since, stored)
@@ -198,7 +193,7 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
     )
     # A move across contracts and a deletion in one tick (the plan of the edit is still pending).
     seat = sorted(split_node_id(k)[1] for k in cold.tree.ids("seat"))[1]
-    move_project(root / "world", projects[0], seat)
+    reingest_project(root / "world", projects[0], seat_id=seat)
     delete_project(db, projects[-1])
     moved_full, moved_full_s, _ = timed(lambda: full_tick(db, derived))
     (moved, _, _), moved_s, moved_mb = timed(
