@@ -4,8 +4,8 @@ Each evaluation:
 
 1. reads the sources (read-only) and computes a cheap watermark over every table the memory tree
    reads, and digests of the stored nodes per bucket of contracts; if both and the build
-   settings are unchanged since the cursor, and the last full diff is less than
-   `FULL_DIFF_EVERY_S` old, it skips;
+   settings are unchanged since the cursor, and no periodic full diff is due or under way, it
+   skips;
 2. otherwise it diffs, incrementally: only the contracts whose subtree changed — rows ingested
    or deleted since the cursor's change number (the ingest change log), stored buckets whose
    digest moved — are read, their desired versions computed from the sources (no LLM) and
@@ -14,8 +14,9 @@ Each evaluation:
    affected set is always the changed leaves plus their ancestor chains — old and new parents for
    a move (`hltm.memory.changes`). The whole tree is diffed instead when there is no usable
    cursor (missing, or from an older format), when the build settings changed, when the sources
-   have no change log (an older ingest wrote them) or changed without one, and once every
-   `FULL_DIFF_EVERY_S`;
+   have no change log (an older ingest wrote them) or changed without one. Every
+   `FULL_DIFF_EVERY_S` a periodic full diff is spread over the next ticks, `SWEEP_BUCKETS` store
+   buckets of contracts each;
 3. adds / deletes dynamic partitions so they match the diffed nodes (≤ 25,000 requests per
    evaluation, the rest on the next ticks), and requests one `refresh_memory_tree` run for the
    affected set, with a deterministic run key (sha1 of the change set and the cursor's sequence
@@ -25,7 +26,8 @@ Diffing against what is *stored* (not against the previous tick) makes the senso
 nodes a failed run left stale are requested again, and because a change of the store alone (a
 crash that emptied it, a restore from an old backup) also triggers a diff of the contracts it
 touched, the tree is rebuilt without waiting for a source change. The slow periodic full diff
-catches what neither sees (partitions deleted by hand, sources edited outside ingest).
+catches what neither sees (partitions deleted by hand, sources edited outside ingest beside a
+logged change).
 """
 
 import hashlib
@@ -46,6 +48,7 @@ from assets.memory import (
 from hltm.dagster_instance import fail_dead_runs
 from hltm.memory.build import version_config
 from hltm.memory.changes import (
+    BUCKETS,
     change_mark,
     contracts_to_diff,
     diff_contracts,
@@ -61,8 +64,11 @@ from resources import LLMResource, WarehouseResource
 MAX_PARTITION_REQUESTS = 25_000
 # Above this many affected nodes, the run rebuilds "everything stale" instead of carrying ids.
 MAX_IDS_IN_RUN_CONFIG = 5_000
-# Even when nothing seems to have changed, diff the whole tree this often.
+# Even when nothing seems to have changed, diff the whole tree this often: spread over ticks,
+# this many of the store's 256 buckets of contracts per tick (a whole-tree diff at 100k projects
+# can outlast a sensor evaluation).
 FULL_DIFF_EVERY_S = 3_600
+SWEEP_BUCKETS = 32
 # Cursors of another layout (the full-diff-only sensor had none) trigger one full diff.
 CURSOR_FORMAT = 2
 # Up to this many partition keys are looked up one by one; more, and all keys are read once.
@@ -89,7 +95,7 @@ def _digests(value: object) -> dict[str, str]:
 
 
 def _full_diff_reason(
-    previous: dict[str, object], config: str, mark: int | None, since: int, since_full_s: float
+    previous: dict[str, object], config: str, mark: int | None, since: int
 ) -> str | None:
     """Why this tick must diff the whole tree (None: an incremental diff is exact)."""
     if previous.get("format") != CURSOR_FORMAT:
@@ -102,8 +108,6 @@ def _full_diff_reason(
         return "the sources have no change log (written by an older ingest)"
     if mark < since:
         return "the change log went back (the sources file was replaced)"
-    if since_full_s >= FULL_DIFF_EVERY_S:
-        return f"the periodic full diff, every {FULL_DIFF_EVERY_S} s"
     return None
 
 
@@ -167,25 +171,32 @@ def source_changes(
         watermark = hashlib.sha1(sources_watermark(con).encode()).hexdigest()
         mark = change_mark(con)
         last_full = float(str(previous.get("diffed_at", 0)))
+        sweep = previous.get("sweep")  # the next bucket of a periodic full diff under way
+        due = now - last_full >= FULL_DIFF_EVERY_S
         if (
             previous.get("format") == CURSOR_FORMAT
             and previous.get("watermark") == watermark
             and previous.get("stored") == stored
             and previous.get("config") == config.digest
             and not previous.get("partitions_pending")
-            and now - last_full < FULL_DIFF_EVERY_S
+            and not due
+            and sweep is None
         ):
             con.execute("COMMIT")
             return dg.SkipReason(
                 "no source changes (nor memory store changes) since the last evaluation"
             )
         since = int(str(previous.get("change_seq", 0)))
-        full_why = _full_diff_reason(previous, config.digest, mark, since, now - last_full)
-        scope = None
+        full_why = _full_diff_reason(previous, config.digest, mark, since)
+        scope, next_sweep = None, None
+        start = int(str(sweep)) if sweep is not None else (0 if due else None)
+        swept = BUCKETS[start : start + SWEEP_BUCKETS] if start is not None else ()
         if full_why is None:
-            buckets = moved_buckets(_digests(previous.get("stored")), stored)
+            buckets = moved_buckets(_digests(previous.get("stored")), stored) | set(swept)
             scope = contracts_to_diff(con, derived_db.path, since, buckets)
-            if not scope and previous.get("watermark") != watermark:
+            if swept and start is not None and start + SWEEP_BUCKETS < len(BUCKETS):
+                next_sweep = start + SWEEP_BUCKETS
+            if not scope and not swept and previous.get("watermark") != watermark:
                 full_why = "the sources changed outside ingest (no change log entry)"
                 scope = None
         diff = diff_contracts(con, derived_db.path, scope, config)
@@ -195,6 +206,7 @@ def source_changes(
         f"diffed the whole tree against the store ({full_why}; incremental from the next tick)"
         if scope is None
         else f"diffed incrementally the {len(scope)} contract(s) changed since change {since}"
+        + (f" or in buckets {swept[0]}–{swept[-1]} of the periodic full diff" if swept else "")
     )
     context.log.info(f"{how}: read {diff.rows_read} tree and stored node(s)")
 
@@ -230,7 +242,8 @@ def source_changes(
             "watermark": watermark,
             "stored": stored,
             "change_seq": mark or 0,
-            "diffed_at": now if scope is None else last_full,
+            "diffed_at": now if scope is None or (swept and next_sweep is None) else last_full,
+            "sweep": next_sweep,
             "config": config.digest,
             "sequence": sequence,
             "partitions_pending": pending,

@@ -1,7 +1,7 @@
 """`source_changes` diffs only what changed (issue 12 item 5): after one change it reads the
 changed contract's subtree and nothing else — an edit made behind ingest's back in another
 contract stays unseen — and a cursor without the change-log format falls back to one full diff,
-which does see it, then goes incremental again."""
+which does see it, then goes incremental again; the periodic full diff is spread over ticks."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from hltm.memory.tree import VersionConfig
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_project
 from hltm.warehouse import connect
+from sensors.source_changes import SWEEP_BUCKETS
 from tests import test_memory_dagster as _shared
 from tests.test_memory_dagster import make_harness
 
@@ -87,4 +88,17 @@ def test_sensor_reads_only_the_changed_contract(memory_world: Settings) -> None:
     assert kind == "full"
     assert config["projects"] == sorted([f"project:{pid}", f"project:{unseen}"])
     assert json.loads(harness.cursor or "{}")["format"] == old["format"]
+    assert isinstance(harness.tick(), dg.SkipReason)
+
+    # The periodic full diff is spread over ticks by store bucket and, once through, covers all.
+    harness.cursor = json.dumps({**json.loads(harness.cursor or "{}"), "diffed_at": 0})
+    requested: set[str] = set()
+    for _ in range(256 // SWEEP_BUCKETS):
+        result = harness.tick()
+        if isinstance(result, dg.SensorResult) and result.run_requests:
+            kind, config = _requested(result)
+            assert kind == "incremental"
+            requested |= set(config["projects"])
+    assert requested == {f"project:{pid}", f"project:{unseen}"}
+    assert json.loads(harness.cursor or "{}")["sweep"] is None
     assert isinstance(harness.tick(), dg.SkipReason)

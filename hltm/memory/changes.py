@@ -29,6 +29,7 @@ from hltm.sources.ingest import DEPARTURES_TABLE, TREE_OWNERS
 from hltm.warehouse import connect
 
 BUCKET = "substr(md5(contract_id), 1, 2)"
+BUCKETS = tuple(f"{i:02x}" for i in range(256))
 _LOGGED_TABLES = ("contracts", *TREE_OWNERS)
 _STORE = "hltm_store"  # the memory store, attached read-only to the sources connection
 
