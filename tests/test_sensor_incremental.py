@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+from pathlib import Path
 
 import dagster as dg
 
-from hltm.memory.changes import contracts_to_diff, diff_contracts
+from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
 from hltm.memory.scenarios import change_project, read_world
 from hltm.memory.tree import VersionConfig
 from hltm.settings import Settings
-from hltm.sources.ingest import delete_project
+from hltm.sources.ingest import delete_document, delete_project, ingest_directory
 from hltm.warehouse import connect
 from sensors.source_changes import SWEEP_BUCKETS
 from tests import test_memory_dagster as _shared
@@ -102,3 +104,37 @@ def test_sensor_reads_only_the_changed_contract(memory_world: Settings) -> None:
     assert requested == {f"project:{pid}", f"project:{unseen}"}
     assert json.loads(harness.cursor or "{}")["sweep"] is None
     assert isinstance(harness.tick(), dg.SkipReason)
+
+
+def test_change_log_maps_moves_and_deletions_to_both_contracts(
+    ingested_sources: Path, tmp_path: Path
+) -> None:
+    """A row moved to another owner changes the old owner too; a deletion records the owner it
+    leaves, never the deleted id."""
+    db = tmp_path / "sources.duckdb"
+    shutil.copy(ingested_sources, db)
+    world = read_world(db)
+    first, other = sorted(set(world.seats.values()))[:2]
+    doc = next(
+        d for d, p in sorted(world.documents.items()) if world.seats[world.projects[p]] == first
+    )
+    target = next(p for p, s in sorted(world.projects.items()) if world.seats[s] == other)
+    with connect(db, read_only=True) as con:
+        since = change_mark(con) or 0
+        row = con.execute(
+            "SELECT document_id, kind, text FROM project_documents WHERE document_id = ?", [doc]
+        ).fetchone()
+    assert row is not None
+    (tmp_path / "move").mkdir()
+    (tmp_path / "move" / "project_documents.jsonl").write_text(
+        json.dumps({"document_id": row[0], "project_id": target, "kind": row[1], "text": row[2]})
+    )
+    assert ingest_directory(tmp_path / "move", db).changed == 1
+    with connect(db, read_only=True) as con:
+        assert contracts_to_diff(con, tmp_path / "none.duckdb", since, set()) == {first, other}
+        since = change_mark(con) or 0
+    delete_document(db, doc)
+    with connect(db, read_only=True) as con:
+        assert contracts_to_diff(con, tmp_path / "none.duckdb", since, set()) == {other}
+        departures = con.execute("SELECT owner_id FROM source_departures").fetchall()
+    assert (doc,) not in departures and (target,) in departures
