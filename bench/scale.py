@@ -180,14 +180,14 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
         (
             "changed tick (1 project edited): full diff, before",
             f"{full_s:.1f} s",
-            f"peak {full_mb:.0f} MB, {full.rows_read:,} nodes read; {full.plan.describe()}",
+            f"peak {full_mb:.0f} MB, {full.nodes_read:,} nodes read; {full.plan.describe()}",
         )
     )
     rows.append(
         (
             "changed tick (1 project edited): incremental, after",
             f"{inc_s:.2f} s",
-            f"peak {inc_mb:.1f} MB, {inc.rows_read:,} nodes read; same plan;"
+            f"peak {inc_mb:.1f} MB, {inc.nodes_read:,} nodes read; same plan;"
             f" {full_s / inc_s:.0f}× faster",
         )
     )
@@ -207,7 +207,7 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
         (
             "changed tick (move + delete): full / incremental",
             f"{moved_full_s:.1f} / {moved_s:.2f} s",
-            f"peak {moved_mb:.1f} MB, {moved.rows_read:,} nodes read; {moved.plan.describe()}",
+            f"peak {moved_mb:.1f} MB, {moved.nodes_read:,} nodes read; {moved.plan.describe()}",
         )
     )
     return {
@@ -216,7 +216,7 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
         f"sensor_full_diff_peak_mb_{n}": round(full_mb, 1),
         f"sensor_incremental_s_{n}": round(inc_s, 3),
         f"sensor_incremental_mb_{n}": round(inc_mb, 2),
-        f"sensor_incremental_nodes_read_{n}": inc.rows_read,
+        f"sensor_incremental_nodes_read_{n}": inc.nodes_read,
         f"sensor_incremental_move_delete_s_{n}": round(moved_s, 3),
         f"sensor_speedup_{n}": round(full_s / inc_s, 1),
     }

@@ -208,7 +208,7 @@ def source_changes(
         else f"diffed incrementally the {len(scope)} contract(s) changed since change {since}"
         + (f" or in buckets {swept[0]}–{swept[-1]} of the periodic full diff" if swept else "")
     )
-    context.log.info(f"{how}: read {diff.rows_read} tree and stored node(s)")
+    context.log.info(f"{how}: read {diff.nodes_read} tree and stored node(s)")
 
     partition_requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]
     partition_requests = []

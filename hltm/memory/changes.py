@@ -155,7 +155,7 @@ class ScopedDiff:
     plan: Plan
 
     @property
-    def rows_read(self) -> int:
+    def nodes_read(self) -> int:
         """Tree nodes computed from the sources plus stored nodes read (the tick's cost)."""
         return len(self.tree.nodes) + len(self.built)
 
