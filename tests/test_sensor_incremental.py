@@ -11,14 +11,15 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
+import sensors.source_changes as sensor_module
 from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
 from hltm.memory.scenarios import change_project, read_world
 from hltm.memory.tree import VersionConfig
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, ingest_directory
 from hltm.warehouse import connect
-from sensors.source_changes import SWEEP_BUCKETS
 from tests import test_memory_dagster as _shared
 from tests.test_memory_dagster import make_harness
 
@@ -43,7 +44,9 @@ def _two_small_contracts(settings: Settings) -> None:
         delete_project(settings.sources_db, project)
 
 
-def test_sensor_reads_only_the_changed_contract(memory_world: Settings) -> None:
+def test_sensor_reads_only_the_changed_contract(
+    memory_world: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _two_small_contracts(memory_world)
     harness = make_harness(memory_world)
     _, runs = harness.tick_and_run()
@@ -93,9 +96,10 @@ def test_sensor_reads_only_the_changed_contract(memory_world: Settings) -> None:
     assert isinstance(harness.tick(), dg.SkipReason)
 
     # The periodic full diff is spread over ticks by store bucket and, once through, covers all.
+    monkeypatch.setattr(sensor_module, "SWEEP_BUCKETS", 128)  # two ticks, not eight
     harness.cursor = json.dumps({**json.loads(harness.cursor or "{}"), "diffed_at": 0})
     requested: set[str] = set()
-    for _ in range(256 // SWEEP_BUCKETS):
+    for _ in range(2):
         result = harness.tick()
         if isinstance(result, dg.SensorResult) and result.run_requests:
             kind, config = _requested(result)
