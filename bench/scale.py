@@ -4,9 +4,12 @@ Synthetic sources (one short job description per project; memory content is not 
 these figures) are written as JSONL and ingested, then each scale-sensitive step is measured:
 
 * ingest of the whole world (the DuckDB single writer holds the sources file this long);
-* the `source_changes` sensor: its skip path (the watermark), and its full diff per changed
-  tick (read the tree, compute every node's version, diff against the stored versions), time and
-  peak Python memory;
+* the `source_changes` sensor's core against a store holding every node at its current version:
+  its skip path (the watermarks), the full diff a changed tick did before (read the tree, compute
+  every node's version, diff against every stored version) beside the incremental diff it does
+  now (read only the contracts changed since the cursor's change number), for one edited
+  project and for a move across contracts plus a deletion, with time, peak Python memory and
+  rows read;
 * dynamic partitions: adding every project key to a real (SQLite) Dagster instance and reading
   them back, against Dagster's advice (≤ 100k per asset, ≤ 25k requests per sensor evaluation);
 * Chroma: one collection per contract, creation time and a filtered nearest-neighbour query's
@@ -14,7 +17,8 @@ these figures) are written as JSONL and ingested, then each scale-sensitive step
 * the nightly judge at its budget, estimated from a per-pair latency (`--pair-seconds`, default
   the write-up's 47 s median) and the worker count.
 
-    .venv/bin/python bench/scale.py --projects 100000 --seats 10000 --contracts 1000
+    nice .venv/bin/python bench/scale.py --projects 100000 --seats 10000 --contracts 1000
+    nice .venv/bin/python bench/scale.py --only-sensor   # ingest and the sensor stage only
 
 Prints a table and ends with one JSON line of headline figures whose keys name figure and scale.
 """
@@ -36,12 +40,23 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hltm.memory.build import MemoryConfig, version_config  # noqa: E402
+from hltm.memory.changes import (  # noqa: E402
+    ScopedDiff,
+    change_mark,
+    contracts_to_diff,
+    diff_contracts,
+    moved_buckets,
+    store_digests,
+)
 from hltm.memory.hints import Hints  # noqa: E402
-from hltm.memory.inputs import read_tree, sources_watermark  # noqa: E402
+from hltm.memory.inputs import sources_watermark  # noqa: E402
 from hltm.memory.models import split_node_id  # noqa: E402
-from hltm.memory.tree import BuiltNode, Tree, plan_changes  # noqa: E402
-from hltm.sources.ingest import ingest_directory  # noqa: E402
+from hltm.memory.store import MEMORY_TABLE, ensure_memory_schema  # noqa: E402
+from hltm.memory.tree import Tree  # noqa: E402
+from hltm.sources.ingest import delete_project, ingest_directory  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
+
+CONFIG = version_config("offline", Hints(), MemoryConfig())
 
 
 def write_world(out: Path, projects: int, seats: int, contracts: int) -> None:
@@ -79,15 +94,132 @@ def timed(fn):  # type: ignore[no-untyped-def]
     return value, seconds, peak
 
 
-def sensor_diff(sources_db: Path, built: dict[str, BuiltNode] | None) -> tuple[Tree, object]:
-    config = version_config("offline", Hints(), MemoryConfig())
+def store_everything(tree: Tree, derived_db: Path, scratch: Path) -> None:
+    """A memory store holding every node at its desired version (synthetic, empty content)."""
+    rows = pl.DataFrame(
+        [
+            (nid, p.level, p.contract_id, p.seat_id, p.project_id, p.parent_id, p.label,
+             tree.versions[nid])
+            for nid, p in tree.nodes.items()
+        ],
+        schema=dict.fromkeys(["node_id", "level", "contract_id", "seat_id", "project_id",
+                              "parent_id", "label", "version"], pl.Utf8),
+        orient="row",
+    )  # fmt: skip
+    rows.write_parquet(scratch)
+    with connect(derived_db) as con:
+        ensure_memory_schema(con)
+        con.execute(
+            f"INSERT INTO {MEMORY_TABLE} SELECT node_id, level, contract_id, seat_id, project_id,"
+            " parent_id, label, version, '[]', '[]', '', '', '[]', 0, now()"
+            f" FROM read_parquet('{scratch}')"
+        )
+
+
+def full_tick(sources_db: Path, derived_db: Path) -> ScopedDiff:
+    """What a changed tick did before: watermarks, then the whole tree against the whole store."""
+    store_digests(derived_db)
     with connect(sources_db, read_only=True) as con:
         con.execute("BEGIN TRANSACTION")
         sources_watermark(con)
-        source = read_tree(con)
+        diff = diff_contracts(con, derived_db, None, CONFIG)
         con.execute("COMMIT")
-    tree = Tree.from_sources(source, config)
-    return tree, plan_changes(tree, built or {})
+    return diff
+
+
+def incremental_tick(
+    sources_db: Path, derived_db: Path, since: int, stored: dict[str, str]
+) -> tuple[ScopedDiff, int, dict[str, str]]:
+    """What a changed tick does now: watermarks, then only the contracts changed since `since`."""
+    now = store_digests(derived_db)
+    with connect(sources_db, read_only=True) as con:
+        con.execute("BEGIN TRANSACTION")
+        sources_watermark(con)
+        mark = change_mark(con)
+        scope = contracts_to_diff(con, derived_db, since, moved_buckets(stored, now))
+        diff = diff_contracts(con, derived_db, scope, CONFIG)
+        con.execute("COMMIT")
+    return diff, mark or 0, now
+
+
+def reingest_project(world: Path, project_id: str, **columns: str) -> None:
+    """Re-ingest one project with some columns changed, as a user's re-export would."""
+    change = world.parent / "change"
+    change.mkdir(exist_ok=True)
+    row = pl.read_ndjson(world / "projects.jsonl").filter(pl.col("project_id") == project_id)
+    row.with_columns(**{k: pl.lit(v) for k, v in columns.items()}).write_ndjson(
+        change / "projects.jsonl"
+    )
+    ingest_directory(change, world.parent / "sources.duckdb")
+
+
+def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[str, float]:
+    """The sensor's core at scale, before (full diff) and after (incremental), side by side."""
+    db, derived = root / "sources.duckdb", root / "derived.duckdb"
+
+    def skip_path() -> str:
+        with connect(db, read_only=True) as con:
+            return sources_watermark(con) + str(store_digests(derived))
+
+    cold, cold_s, cold_mb = timed(lambda: full_tick(db, derived))
+    rows.append(("sensor full diff, empty store", f"{cold_s:.1f} s", f"peak {cold_mb:.0f} MB"))
+    store_everything(cold.tree, derived, root / "store.parquet")
+    _, skip_s, _ = timed(skip_path)
+    rows.append(("sensor skip path (watermarks)", f"{skip_s:.2f} s", "every 30 s tick"))
+    with connect(db, read_only=True) as con:
+        since = change_mark(con) or 0
+    stored = store_digests(derived)
+    projects = sorted(split_node_id(k)[1] for k in cold.tree.ids("project"))
+    reingest_project(root / "world", projects[n // 2], title="Staff backend engineer")
+    full, full_s, full_mb = timed(lambda: full_tick(db, derived))
+    (inc, since_after, _), inc_s, inc_mb = timed(
+        lambda: incremental_tick(db, derived, since, stored)
+    )
+    assert inc.plan.as_config() == full.plan.as_config(), "incremental and full plans differ"
+    rows.append(
+        (
+            "changed tick (1 project edited): full diff, before",
+            f"{full_s:.1f} s",
+            f"peak {full_mb:.0f} MB, {full.nodes_read:,} nodes read; {full.plan.describe()}",
+        )
+    )
+    rows.append(
+        (
+            "changed tick (1 project edited): incremental, after",
+            f"{inc_s:.2f} s",
+            f"peak {inc_mb:.1f} MB, {inc.nodes_read:,} nodes read; same plan;"
+            f" {full_s / inc_s:.0f}× faster",
+        )
+    )
+    # A move across contracts and a deletion in one tick (the plan of the edit is still pending).
+    seat = sorted(split_node_id(k)[1] for k in cold.tree.ids("seat"))[1]
+    reingest_project(root / "world", projects[0], seat_id=seat)
+    delete_project(db, projects[-1])
+    moved_full, moved_full_s, _ = timed(lambda: full_tick(db, derived))
+    (moved, _, _), moved_s, moved_mb = timed(
+        lambda: incremental_tick(db, derived, since_after, stored)
+    )
+    assert set(moved.plan.rebuilds) | set(moved.plan.deletes) <= set(
+        moved_full.plan.rebuilds
+    ) | set(moved_full.plan.deletes)
+    assert f"project:{projects[-1]}" in moved.plan.deletes, "the deletion was not seen"
+    rows.append(
+        (
+            "changed tick (move + delete): full / incremental",
+            f"{moved_full_s:.1f} / {moved_s:.2f} s",
+            f"peak {moved_mb:.1f} MB, {moved.nodes_read:,} nodes read; {moved.plan.describe()}",
+        )
+    )
+    return {
+        f"sensor_skip_s_{n}": round(skip_s, 3),
+        f"sensor_full_diff_s_{n}": round(full_s, 2),
+        f"sensor_full_diff_peak_mb_{n}": round(full_mb, 1),
+        f"sensor_incremental_s_{n}": round(inc_s, 3),
+        f"sensor_incremental_mb_{n}": round(inc_mb, 2),
+        f"sensor_incremental_nodes_read_{n}": inc.nodes_read,
+        f"sensor_incremental_move_delete_s_{n}": round(moved_s, 3),
+        f"sensor_speedup_{n}": round(full_s / inc_s, 1),
+    }
 
 
 def partitions(keys: list[str], home: Path) -> tuple[float, float]:
@@ -147,9 +279,15 @@ def main() -> None:
     parser.add_argument("--pair-seconds", type=float, default=47.0)
     parser.add_argument("--workers", type=int, default=5)
     parser.add_argument("--budget", type=int, default=3_000)
+    parser.add_argument(
+        "--only-sensor",
+        action="store_true",
+        help="ingest and the sensor stage only (no partitions, Chroma or judge estimate)",
+    )
     args = parser.parse_args()
     n = args.projects
     rows: list[tuple[str, str, str]] = []
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_world(root / "world", n, args.seats, args.contracts)
@@ -162,52 +300,45 @@ def main() -> None:
                 f"{report.loaded:,} rows",
             )
         )
+        figures[f"ingest_s_{n}"] = round(ingest_s, 2)
+        figures |= sensor_stage(root, rows, n)
+        if not args.only_sensor:
+            figures |= other_stages(root, rows, n, args)
+    width = max(len(r[0]) for r in rows)
+    print(f"scale: {n:,} projects, {args.seats:,} seats, {args.contracts:,} contracts")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>16}  {note}")
+    print(json.dumps(figures))
 
-        def skip_path() -> str:
-            with connect(db, read_only=True) as con:
-                return sources_watermark(con)
 
-        _, skip_s, _ = timed(skip_path)
-        rows.append(("sensor skip path (watermark)", f"{skip_s:.2f} s", "every 30 s tick"))
-        (tree, plan), cold_s, cold_mb = timed(lambda: sensor_diff(db, None))
-        rows.append(("sensor full diff, empty store", f"{cold_s:.1f} s", f"peak {cold_mb:.0f} MB"))
-        built = {
-            nid: BuiltNode(nid, split_node_id(nid)[0], v, tree.nodes[nid].contract_id, None)
-            for nid, v in tree.versions.items()
-        }
-        (_, warm_plan), warm_s, warm_mb = timed(lambda: sensor_diff(db, built))
-        rows.append(
-            (
-                "sensor full diff per changed tick",
-                f"{warm_s:.1f} s",
-                f"peak {warm_mb:.0f} MB, plan empty={warm_plan.empty}",
-            )  # type: ignore[attr-defined]
+def other_stages(
+    root: Path, rows: list[tuple[str, str, str]], n: int, args: argparse.Namespace
+) -> dict[str, float]:
+    """Dynamic partitions, Chroma collections and the nightly judge's budget."""
+    with connect(root / "sources.duckdb", read_only=True) as con:
+        keys = [r[0] for r in con.execute("SELECT project_id FROM projects ORDER BY 1").fetchall()]
+    added_s, read_s = partitions(keys, root / "dagster_home")
+    rows.append(
+        (
+            "partitions: add all project keys",
+            f"{added_s:.1f} s",
+            f"{len(keys):,} keys in {-(-len(keys) // 25_000)} ticks of 25k",
         )
-        keys = sorted(split_node_id(k)[1] for k in tree.ids("project"))
-        added_s, read_s = partitions(keys, root / "dagster_home")
-        rows.append(
-            (
-                "partitions: add all project keys",
-                f"{added_s:.1f} s",
-                f"{len(keys):,} keys in {-(-len(keys) // 25_000)} ticks of 25k",
-            )
+    )
+    rows.append(
+        ("partitions: read all keys", f"{read_s:.2f} s", "Dagster advises ≤ 100k per asset")
+    )
+    created_s, p50, p95 = chroma(root / "chroma", args.chroma_contracts, args.items_per_collection)
+    rows.append(
+        (
+            f"chroma: {args.chroma_contracts} collections × {args.items_per_collection} items",
+            f"{created_s:.1f} s",
+            "one per contract",
         )
-        rows.append(
-            ("partitions: read all keys", f"{read_s:.2f} s", "Dagster advises ≤ 100k per asset")
-        )
-        created_s, p50, p95 = chroma(
-            root / "chroma", args.chroma_contracts, args.items_per_collection
-        )
-        rows.append(
-            (
-                f"chroma: {args.chroma_contracts} collections × {args.items_per_collection} items",
-                f"{created_s:.1f} s",
-                "one per contract",
-            )
-        )
-        rows.append(
-            ("chroma: filtered query p50 / p95", f"{p50:.1f} / {p95:.1f} ms", "where seat_id = …")
-        )
+    )
+    rows.append(
+        ("chroma: filtered query p50 / p95", f"{p50:.1f} / {p95:.1f} ms", "where seat_id = …")
+    )
     judge_hours = args.budget * args.pair_seconds / args.workers / 3600
     rows.append(
         (
@@ -216,24 +347,12 @@ def main() -> None:
             f"{args.budget} pairs × {args.pair_seconds:.0f} s / {args.workers} workers",
         )
     )
-    width = max(len(r[0]) for r in rows)
-    print(f"scale: {n:,} projects, {args.seats:,} seats, {args.contracts:,} contracts")
-    for name, value, note in rows:
-        print(f"{name:<{width}}  {value:>16}  {note}")
-    print(
-        json.dumps(
-            {
-                f"ingest_s_{n}": round(ingest_s, 2),
-                f"sensor_skip_s_{n}": round(skip_s, 3),
-                f"sensor_full_diff_s_{n}": round(warm_s, 2),
-                f"sensor_full_diff_peak_mb_{n}": round(warm_mb, 1),
-                f"partitions_add_s_{n}": round(added_s, 2),
-                f"chroma_collections_{args.chroma_contracts}_create_s": round(created_s, 2),
-                f"chroma_filtered_query_p95_ms_{args.chroma_contracts}": round(p95, 2),
-                f"judge_nightly_hours_{args.budget}": round(judge_hours, 2),
-            }
-        )
-    )
+    return {
+        f"partitions_add_s_{n}": round(added_s, 2),
+        f"chroma_collections_{args.chroma_contracts}_create_s": round(created_s, 2),
+        f"chroma_filtered_query_p95_ms_{args.chroma_contracts}": round(p95, 2),
+        f"judge_nightly_hours_{args.budget}": round(judge_hours, 2),
+    }
 
 
 if __name__ == "__main__":

@@ -71,6 +71,8 @@ class Harness:
             instance=self.instance, cursor=self.cursor, resources=self.resources
         ) as context:
             result = source_changes(context)
+            if context.cursor_updated:  # `update_cursor` beside a SkipReason
+                self.cursor = context.cursor
         if isinstance(result, dg.SensorResult):
             self.cursor = result.cursor or self.cursor
             for request in result.dynamic_partitions_requests or []:
@@ -149,6 +151,7 @@ def test_sensor_requests_exactly_the_changed_chain(memory_world: Settings) -> No
         "deletes": [],
     }
     assert len(request.run_key or "") == 40
+    assert request.tags["hltm/diff"] == "incremental"  # read only the changed contract
     assert not result.dynamic_partitions_requests
 
     # A second tick before the run has happened: nothing new, so it skips.
@@ -198,6 +201,7 @@ def test_sensor_handles_moves_and_deletions(memory_world: Settings) -> None:
     assert isinstance(result, dg.SensorResult)
     config = result.run_requests[0].run_config["ops"]["plan_memory_refresh"]["config"]  # type: ignore[index]
     assert config["projects"] == [f"project:{pid}"]
+    assert result.run_requests[0].tags["hltm/diff"] == "incremental"  # type: ignore[index]
     # Both the old and the new parent chain are rebuilt; the deleted leaf is purged.
     assert config["seats"] == sorted([f"seat:{old_seat}", f"seat:{new_seat}"])
     assert config["contracts"] == [f"contract:{c}" for c in contracts]

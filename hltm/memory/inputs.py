@@ -22,30 +22,44 @@ _RS = "chr(30)"  # record separator between sections
 _TREE_TABLES = ("contracts", "seats", "projects")
 _INPUT_TABLES = ("project_documents", "recruiter_actions", "vacancies", "vacancy_requirements")
 
-_PROJECT_FINGERPRINTS = f"""
-WITH d AS (
+
+def _project_fingerprints(projects_where: str = "") -> str:
+    """Every project's fingerprint, or those `projects_where` picks: then only their own rows
+    are aggregated (the other projects' documents, actions and vacancies are never hashed)."""
+    mine = "WHERE project_id IN (SELECT project_id FROM p)" if projects_where else ""
+    mine_v = "WHERE v.project_id IN (SELECT project_id FROM p)" if projects_where else ""
+    my_vacancies = (
+        "WHERE vacancy_id IN (SELECT vacancy_id FROM vacancies"
+        " WHERE project_id IN (SELECT project_id FROM p))"
+        if projects_where
+        else ""
+    )
+    return f"""
+WITH p AS (SELECT project_id, seat_id, title, status FROM projects {projects_where}),
+d AS (
   SELECT project_id,
          string_agg(md5(concat_ws({_US}, document_id, kind, text)), '' ORDER BY document_id) AS h
-  FROM project_documents GROUP BY project_id),
+  FROM project_documents {mine} GROUP BY project_id),
 a AS (
   SELECT project_id,
          string_agg(md5(concat_ws({_US}, action_id, action, coalesce(reason, chr(0)))), ''
                     ORDER BY action_id) AS h
-  FROM recruiter_actions GROUP BY project_id),
+  FROM recruiter_actions {mine} GROUP BY project_id),
 r AS (
   SELECT vacancy_id,
          string_agg(md5(concat_ws({_US}, requirement_id, text, CAST(mandatory AS VARCHAR))), ''
                     ORDER BY requirement_id) AS h
-  FROM vacancy_requirements GROUP BY vacancy_id),
+  FROM vacancy_requirements {my_vacancies} GROUP BY vacancy_id),
 v AS (
   SELECT v.project_id,
          string_agg(md5(concat_ws({_US}, v.vacancy_id, CAST(v.version AS VARCHAR), v.title, v.text,
                                   coalesce(r.h, ''))), '' ORDER BY v.vacancy_id) AS h
-  FROM vacancies v LEFT JOIN r USING (vacancy_id) GROUP BY v.project_id)
+  FROM vacancies v LEFT JOIN r USING (vacancy_id) {mine_v}
+  GROUP BY v.project_id)
 SELECT p.project_id, p.seat_id, p.title,
        md5(concat_ws({_RS}, p.title, p.status, coalesce(d.h, ''), coalesce(a.h, ''),
                      coalesce(v.h, ''))) AS fingerprint
-FROM projects p
+FROM p
 LEFT JOIN d USING (project_id) LEFT JOIN a USING (project_id) LEFT JOIN v USING (project_id)
 """
 
@@ -93,8 +107,13 @@ def seat_label(recruiter_name: str | None, seat_id: str) -> str:
     return f"recruiter {recruiter_name}" if recruiter_name else f"seat {seat_id}"
 
 
-def read_tree(con: duckdb.DuckDBPyConnection, project_ids: list[str] | None = None) -> SourceTree:
-    """The tree as the sources state it now (optionally only some projects, with full parents).
+def read_tree(
+    con: duckdb.DuckDBPyConnection,
+    project_ids: list[str] | None = None,
+    contract_ids: list[str] | None = None,
+) -> SourceTree:
+    """The tree as the sources state it now: whole, only some projects (with full parents), or
+    only the subtrees of some contracts (their seats and projects; nothing else is read).
 
     Orphans (a seat whose contract is missing, a project whose seat is missing) have no
     ownership path and so no node.
@@ -102,10 +121,16 @@ def read_tree(con: duckdb.DuckDBPyConnection, project_ids: list[str] | None = No
     if not _has_sources(con):
         return SourceTree({})
     nodes: dict[str, SourceNode] = {}
+    in_contracts = ""
+    params: list[Any] = []
+    if contract_ids is not None:
+        in_contracts = " WHERE contract_id IN (SELECT unnest(?::VARCHAR[]))"
+        params = [sorted(set(contract_ids))]
     contracts = {
         cid: (name, fp)
         for cid, name, fp in con.execute(
-            "SELECT contract_id, name, md5(coalesce(name, '')) FROM contracts"
+            "SELECT contract_id, name, md5(coalesce(name, '')) FROM contracts" + in_contracts,
+            params,
         ).fetchall()
     }
     for cid, (name, fp) in contracts.items():
@@ -115,7 +140,9 @@ def read_tree(con: duckdb.DuckDBPyConnection, project_ids: list[str] | None = No
         nodes[placement.node_id] = SourceNode(placement, fp)
     seats: dict[str, str] = {}
     for sid, cid, name, fp in con.execute(
-        "SELECT seat_id, contract_id, recruiter_name, md5(coalesce(recruiter_name, '')) FROM seats"
+        "SELECT seat_id, contract_id, recruiter_name, md5(coalesce(recruiter_name, ''))"
+        " FROM seats" + in_contracts,
+        params,
     ).fetchall():
         if cid not in contracts:
             continue
@@ -130,11 +157,14 @@ def read_tree(con: duckdb.DuckDBPyConnection, project_ids: list[str] | None = No
             seat_label(name, sid),
         )
         nodes[placement.node_id] = SourceNode(placement, fp)
-    query = _PROJECT_FINGERPRINTS
-    params: list[Any] = []
     if project_ids is not None:
-        query += " WHERE p.project_id IN (SELECT unnest(?::VARCHAR[]))"
+        query = _project_fingerprints("WHERE project_id IN (SELECT unnest(?::VARCHAR[]))")
         params = [sorted(project_ids)]
+    elif contract_ids is not None:
+        query = _project_fingerprints("WHERE seat_id IN (SELECT unnest(?::VARCHAR[]))")
+        params = [sorted(seats)]
+    else:
+        query, params = _project_fingerprints(), []
     for pid, sid, title, fp in con.execute(query, params).fetchall():
         if sid not in seats:
             continue

@@ -145,9 +145,12 @@ def degraded_nodes(con: duckdb.DuckDBPyConnection, level: str) -> list[DegradedN
 
 
 def read_built(
-    con: duckdb.DuckDBPyConnection, node_ids: Iterable[str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    node_ids: Iterable[str] | None = None,
+    contract_ids: Iterable[str] | None = None,
 ) -> dict[str, BuiltNode]:
-    """node id → (level, version, contract, parent) of stored nodes (all, or the given ones)."""
+    """node id → (level, version, contract, parent) of stored nodes (all, the given ones, or
+    those of the given contracts)."""
     if not table_exists(con, MEMORY_TABLE):
         return {}
     query = f"SELECT node_id, level, version, contract_id, parent_id FROM {MEMORY_TABLE}"
@@ -155,6 +158,9 @@ def read_built(
     if node_ids is not None:
         query += " WHERE node_id IN (SELECT unnest(?::VARCHAR[]))"
         params = [sorted(set(node_ids))]
+    elif contract_ids is not None:
+        query += " WHERE contract_id IN (SELECT unnest(?::VARCHAR[]))"
+        params = [sorted(set(contract_ids))]
     return {r[0]: BuiltNode(*r) for r in con.execute(query, params).fetchall()}
 
 

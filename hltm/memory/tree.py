@@ -16,6 +16,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from hltm.memory.inputs import SourceTree
@@ -43,13 +44,21 @@ class VersionConfig:
             "min_support": self.min_support,
         }
 
+    @cached_property
+    def canonical(self) -> str:
+        """`canonical_json(as_dict())`, serialised once (every node's version hashes it)."""
+        return canonical_json(self.as_dict())
+
     @property
     def digest(self) -> str:
-        return hashlib.sha1(canonical_json(self.as_dict()).encode()).hexdigest()[:12]
+        return hashlib.sha1(self.canonical.encode()).hexdigest()[:12]
 
 
-def _hash(parts: list[Any]) -> str:
-    return hashlib.sha1(canonical_json(parts).encode()).hexdigest()[:VERSION_CHARS]
+def _hash(parts: list[Any], config: VersionConfig) -> str:
+    """The version of `[*parts, config]`: its canonical JSON, with the config's serialisation
+    spliced in (a compact JSON list is its items joined by commas in brackets)."""
+    body = f"{canonical_json(parts)[:-1]},{config.canonical}]"
+    return hashlib.sha1(body.encode()).hexdigest()[:VERSION_CHARS]
 
 
 def _placement_parts(p: Placement) -> list[Any]:
@@ -57,7 +66,7 @@ def _placement_parts(p: Placement) -> list[Any]:
 
 
 def leaf_version(placement: Placement, fingerprint: str, config: VersionConfig) -> str:
-    return _hash(["leaf", *_placement_parts(placement), fingerprint, config.as_dict()])
+    return _hash(["leaf", *_placement_parts(placement), fingerprint], config)
 
 
 def parent_version(
@@ -67,7 +76,7 @@ def parent_version(
     config: VersionConfig,
 ) -> str:
     kids = [list(c) for c in sorted(children)]
-    return _hash(["parent", *_placement_parts(placement), fingerprint, kids, config.as_dict()])
+    return _hash(["parent", *_placement_parts(placement), fingerprint, kids], config)
 
 
 @dataclass(frozen=True)

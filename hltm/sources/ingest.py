@@ -16,6 +16,13 @@ Validation is column-wise (polars expressions over whole columns; Python only ov
 values of the few checks SQL-like expressions cannot state). Re-ingesting is idempotent: rows are
 upserted by id and a row whose content hash is unchanged is not touched, so `updated_at` and
 `content_hash` stay meaningful for change detection.
+
+Change log, so a reader can look at only what changed (the `source_changes` sensor): every table
+load and every deletion takes one number from the `source_change_seq` sequence. Rows it inserts
+or updates carry it in `change_seq`; a row that *leaves* its owner in the memory tree (deleted, or
+updated to point at another seat, project or vacancy) is recorded in `source_departures` as
+(number, owner column, owner id). A deleted row's own id is never recorded, so deletion still
+leaves no trace of it.
 """
 
 from __future__ import annotations
@@ -131,15 +138,36 @@ class IngestReport:
         return "\n".join(lines)
 
 
+CHANGE_SEQUENCE = "source_change_seq"
+DEPARTURES_TABLE = "source_departures"
+# Each memory-tree table's owner column: a row moving away from its owner changes the owner.
+TREE_OWNERS = {
+    "seats": "contract_id",
+    "projects": "seat_id",
+    "project_documents": "project_id",
+    "recruiter_actions": "project_id",
+    "vacancies": "project_id",
+    "vacancy_requirements": "vacancy_id",
+}
+
+
 def source_ddl(table: Table) -> str:
     cols = [f"{c.name} {c.sql_type}" for c in table.columns if c.name != "updated_at"]
     cols += ["updated_at TIMESTAMP", "content_hash VARCHAR", "ingested_at TIMESTAMP"]
+    cols += ["change_seq BIGINT"]
     return f"CREATE TABLE IF NOT EXISTS {table.name} ({', '.join(cols)}, PRIMARY KEY ({table.key}))"
 
 
 def ensure_sources_schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"CREATE SEQUENCE IF NOT EXISTS {CHANGE_SEQUENCE}")
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {DEPARTURES_TABLE} (change_seq BIGINT NOT NULL,"
+        " owner_column VARCHAR NOT NULL, owner_id VARCHAR NOT NULL)"
+    )
     for table in TABLES:
         con.execute(source_ddl(table))
+        # Sources written before the change log: their rows count as older than any change.
+        con.execute(f"ALTER TABLE {table.name} ADD COLUMN IF NOT EXISTS change_seq BIGINT")
     con.execute(
         "CREATE TABLE IF NOT EXISTS quarantine (table_name VARCHAR, row_key VARCHAR,"
         " reason VARCHAR, raw VARCHAR, raw_hash VARCHAR, source_file VARCHAR,"
@@ -650,7 +678,9 @@ def _load_table(
         content_hash(table, dict(zip(hashed, row, strict=True)))
         for row in good.select(hashed).iter_rows()
     ]
-    existing = _keys(con, f"SELECT {table.key}, content_hash AS __old FROM {table.name}")
+    owner = TREE_OWNERS.get(table.name)
+    old_owner = f", {owner} AS __old_owner" if owner else ""
+    existing = _keys(con, f"SELECT {table.key}, content_hash AS __old{old_owner} FROM {table.name}")
     good = good.with_columns(pl.Series("content_hash", digests, dtype=pl.Utf8)).join(
         existing, on=table.key, how="left"
     )
@@ -659,6 +689,12 @@ def _load_table(
     report.inserted = good.filter(pl.col("__old").is_null()).height
     report.updated = good.height - report.unchanged - report.inserted
     now = datetime.now(UTC).replace(tzinfo=None)
+    change = next_change(con)
+    if owner:
+        moved = good.filter(
+            pl.col("__old").is_not_null() & pl.col(owner).ne_missing(pl.col("__old_owner"))
+        )
+        _record_departures(con, change, owner, moved["__old_owner"].drop_nulls().unique().to_list())
     upserts = good.filter(~same.fill_null(False)).select(
         *hashed,
         (
@@ -668,6 +704,7 @@ def _load_table(
         ),
         "content_hash",
         pl.lit(now, dtype=pl.Datetime("us")).alias("ingested_at"),
+        pl.lit(change, dtype=pl.Int64).alias("change_seq"),
     )
     if upserts.height:
         columns = ", ".join(upserts.columns)
@@ -730,9 +767,34 @@ def ingest_directory(
     return report
 
 
-# Deletion: children first, so no row is ever left pointing at a deleted parent.
-def _delete(con: duckdb.DuckDBPyConnection, statements: Iterable[tuple[str, list[Any]]]) -> None:
+def next_change(con: duckdb.DuckDBPyConnection) -> int:
+    """The number of one load or deletion in the change log (see the module docstring)."""
+    row = con.execute(f"SELECT nextval('{CHANGE_SEQUENCE}')").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _record_departures(
+    con: duckdb.DuckDBPyConnection, change: int, owner_column: str, owner_ids: Iterable[str]
+) -> None:
+    con.execute(
+        f"INSERT INTO {DEPARTURES_TABLE} SELECT ?, ?, unnest(?::VARCHAR[])",
+        [change, owner_column, sorted(set(owner_ids))],
+    )
+
+
+# Deletion: children first, so no row is ever left pointing at a deleted parent. Each deletion
+# records the owners its rows leave (the seat of a deleted project, the project of a deleted
+# document or action), never the deleted ids themselves.
+def _delete(
+    con: duckdb.DuckDBPyConnection,
+    departures: tuple[str, str, list[Any]],
+    statements: Iterable[tuple[str, list[Any]]],
+) -> None:
+    ensure_sources_schema(con)
+    owner_column, owners_sql, params = departures
     con.execute("BEGIN TRANSACTION")
+    owners = [r[0] for r in con.execute(owners_sql, params).fetchall() if r[0] is not None]
+    _record_departures(con, next_change(con), owner_column, owners)
     for sql, params in statements:
         con.execute(sql, params)
     con.execute("COMMIT")
@@ -749,6 +811,7 @@ def delete_project(sources_db: Path | str, project_id: str) -> None:
         vacancies = "SELECT vacancy_id FROM vacancies WHERE project_id = ?"
         _delete(
             con,
+            ("seat_id", "SELECT seat_id FROM projects WHERE project_id = ?", [project_id]),
             [
                 (
                     f"DELETE FROM vacancy_requirements WHERE vacancy_id IN ({vacancies})",
@@ -765,7 +828,15 @@ def delete_project(sources_db: Path | str, project_id: str) -> None:
 def delete_document(sources_db: Path | str, document_id: str) -> None:
     with connect(sources_db) as con:
         _require(con, "project_documents", "document_id", document_id)
-        _delete(con, [("DELETE FROM project_documents WHERE document_id = ?", [document_id])])
+        _delete(
+            con,
+            (
+                "project_id",
+                "SELECT project_id FROM project_documents WHERE document_id = ?",
+                [document_id],
+            ),
+            [("DELETE FROM project_documents WHERE document_id = ?", [document_id])],
+        )
 
 
 def delete_resume(sources_db: Path | str, resume_id: str) -> None:
@@ -773,6 +844,11 @@ def delete_resume(sources_db: Path | str, resume_id: str) -> None:
         _require(con, "resumes", "resume_id", resume_id)
         _delete(
             con,
+            (
+                "project_id",
+                "SELECT DISTINCT project_id FROM recruiter_actions WHERE resume_id = ?",
+                [resume_id],
+            ),
             [
                 ("DELETE FROM recruiter_actions WHERE resume_id = ?", [resume_id]),
                 ("DELETE FROM resumes WHERE resume_id = ?", [resume_id]),

@@ -1,8 +1,10 @@
 """The source data model: what users ingest, one table per file.
 
-Every table has a stable string id. Ingest adds `content_hash` (sha1 of the row's own columns) and
-`ingested_at`; `updated_at` is taken from the file when present, else set when the hash changes.
-Those two columns are what change detection (the `source_changes` sensor) reads.
+Every table has a stable string id. Ingest adds `content_hash` (sha1 of the row's own columns),
+`ingested_at` and `change_seq` (the number of the load that last changed the row, see
+`hltm.sources.ingest`); `updated_at` is taken from the file when present, else set when the hash
+changes. `content_hash` and `change_seq` are what change detection (the `source_changes` sensor)
+reads.
 
 Ids are identifiers, compared byte for byte everywhere (node ids, partition keys, Chroma
 collections, scope filters), so they have one canonical form (`id_problem`); ingest quarantines

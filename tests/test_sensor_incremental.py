@@ -1,0 +1,144 @@
+"""`source_changes` diffs only what changed (issue 12 item 5): after one change it reads the
+changed contract's subtree and nothing else — an edit made behind ingest's back in another
+contract stays unseen — and a cursor without the change-log format falls back to one full diff,
+which does see it, then goes incremental again; the periodic full diff is spread over ticks."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import sensors.source_changes as sensor_module
+from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
+from hltm.memory.scenarios import change_project, read_world
+from hltm.memory.tree import VersionConfig
+from hltm.settings import Settings
+from hltm.sources.ingest import delete_document, delete_project, ingest_directory
+from hltm.warehouse import connect
+from tests import test_memory_dagster as _shared
+from tests.test_memory_dagster import make_harness
+
+ingested_sources = _shared.ingested_sources
+memory_world = _shared.memory_world
+
+
+def _requested(result: dg.SensorResult | dg.SkipReason) -> tuple[str, dict[str, list[str]]]:
+    assert isinstance(result, dg.SensorResult) and len(result.run_requests or []) == 1, result
+    request = result.run_requests[0]  # type: ignore[index]
+    return request.tags["hltm/diff"], request.run_config["ops"]["plan_memory_refresh"]["config"]
+
+
+def _two_small_contracts(settings: Settings) -> None:
+    """Keep one project in each of two contracts: a fast first build."""
+    world = read_world(settings.sources_db)
+    keep: set[str] = set()
+    for contract in sorted(set(world.seats.values()))[:2]:
+        seat = min(s for s, c in world.seats.items() if c == contract)
+        keep |= set(sorted(p for p, s in world.projects.items() if s == seat)[:1])
+    for project in sorted(set(world.projects) - keep):
+        delete_project(settings.sources_db, project)
+
+
+def test_sensor_reads_only_the_changed_contract(
+    memory_world: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _two_small_contracts(memory_world)
+    harness = make_harness(memory_world)
+    _, runs = harness.tick_and_run()
+    assert runs and all(r.success for r in runs)
+    assert isinstance(harness.tick(), dg.SkipReason)
+    since = json.loads(harness.cursor or "{}")["change_seq"]
+    world = read_world(memory_world.sources_db)
+    first, other = sorted(set(world.seats.values()))[:2]
+    pid = next(p for p, s in sorted(world.projects.items()) if world.seats[s] == first)
+    unseen = next(p for p, s in sorted(world.projects.items()) if world.seats[s] == other)
+
+    change_project(memory_world.sources_db, random.Random(3), project_id=pid, kind="title")
+    with connect(memory_world.sources_db) as con:  # behind ingest's back: no change log entry
+        con.execute(
+            "UPDATE project_documents SET text = text || ' Relocation offered.'"
+            " WHERE project_id = ?",
+            [unseen],
+        )
+    with connect(memory_world.sources_db, read_only=True) as con:
+        scope = contracts_to_diff(con, memory_world.derived_db, since, set())
+        assert scope == {first}
+        diff = diff_contracts(con, memory_world.derived_db, scope, VersionConfig((), "", "m", 0, 0))
+    in_first = 1 + sum(1 for c in world.seats.values() if c == first)
+    in_first += sum(1 for s in world.projects.values() if world.seats[s] == first)
+    total = len(world.contracts) + len(world.seats) + len(world.projects)
+    assert len(diff.tree.nodes) == in_first < total  # the other contracts were never read
+    assert {b.contract_id for b in diff.built.values()} == {first}
+
+    kind, config = _requested(harness.tick())
+    seat = world.projects[pid]
+    assert kind == "incremental"
+    assert config == {
+        "projects": [f"project:{pid}"],
+        "seats": [f"seat:{seat}"],
+        "contracts": [f"contract:{first}"],
+        "deletes": [],
+    }
+    assert isinstance(harness.tick(), dg.SkipReason)  # nothing new since
+
+    # A cursor of the older format (no change number): one full diff, which sees everything.
+    old = json.loads(harness.cursor or "{}")
+    harness.cursor = json.dumps({k: v for k, v in old.items() if k not in ("format", "change_seq")})
+    kind, config = _requested(harness.tick())
+    assert kind == "full"
+    assert config["projects"] == sorted([f"project:{pid}", f"project:{unseen}"])
+    assert json.loads(harness.cursor or "{}")["format"] == old["format"]
+    assert isinstance(harness.tick(), dg.SkipReason)
+
+    # The periodic full diff is spread over ticks by store bucket and, once through, covers all.
+    monkeypatch.setattr(sensor_module, "SWEEP_BUCKETS", 128)  # two ticks, not eight
+    harness.cursor = json.dumps({**json.loads(harness.cursor or "{}"), "diffed_at": 0})
+    requested: set[str] = set()
+    for _ in range(2):
+        result = harness.tick()
+        if isinstance(result, dg.SensorResult) and result.run_requests:
+            kind, config = _requested(result)
+            assert kind == "incremental"
+            requested |= set(config["projects"])
+    assert requested == {f"project:{pid}", f"project:{unseen}"}
+    assert json.loads(harness.cursor or "{}")["sweep"] is None
+    assert isinstance(harness.tick(), dg.SkipReason)
+
+
+def test_change_log_maps_moves_and_deletions_to_both_contracts(
+    ingested_sources: Path, tmp_path: Path
+) -> None:
+    """A row moved to another owner changes the old owner too; a deletion records the owner it
+    leaves, never the deleted id."""
+    db = tmp_path / "sources.duckdb"
+    shutil.copy(ingested_sources, db)
+    world = read_world(db)
+    first, other = sorted(set(world.seats.values()))[:2]
+    doc = next(
+        d for d, p in sorted(world.documents.items()) if world.seats[world.projects[p]] == first
+    )
+    target = next(p for p, s in sorted(world.projects.items()) if world.seats[s] == other)
+    with connect(db, read_only=True) as con:
+        since = change_mark(con) or 0
+        row = con.execute(
+            "SELECT document_id, kind, text FROM project_documents WHERE document_id = ?", [doc]
+        ).fetchone()
+    assert row is not None
+    (tmp_path / "move").mkdir()
+    (tmp_path / "move" / "project_documents.jsonl").write_text(
+        json.dumps({"document_id": row[0], "project_id": target, "kind": row[1], "text": row[2]})
+    )
+    assert ingest_directory(tmp_path / "move", db).changed == 1
+    with connect(db, read_only=True) as con:
+        assert contracts_to_diff(con, tmp_path / "none.duckdb", since, set()) == {first, other}
+        since = change_mark(con) or 0
+    delete_document(db, doc)
+    with connect(db, read_only=True) as con:
+        assert contracts_to_diff(con, tmp_path / "none.duckdb", since, set()) == {other}
+        departures = con.execute("SELECT owner_id FROM source_departures").fetchall()
+    assert (doc,) not in departures and (target,) in departures
