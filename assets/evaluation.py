@@ -14,7 +14,7 @@ import dagster as dg
 from hltm.query.engine import QueryEngine
 from hltm.query.evaluation import ALL_SYSTEMS, evaluate
 from hltm.settings import Settings
-from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
+from resources import PlatformResource
 
 EVALUATION_GROUP = "evaluation"
 HLTM_LEAKAGE = "HLTM (subtree filter)"
@@ -43,12 +43,9 @@ class MemoryEvaluationConfig(dg.Config):
 def memory_evaluation(
     context: dg.AssetExecutionContext,
     config: MemoryEvaluationConfig,
-    derived_db: WarehouseResource,
-    sources_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
+    platform: PlatformResource,
 ) -> dg.MaterializeResult:
+    derived_db, sources_db, llm = platform.derived_db, platform.sources_db, platform.llm
     data_dir = Path(derived_db.database).parent
     settings = Settings.from_env(data_dir=data_dir, llm_backend=llm.backend)
     if Path(sources_db.database) != settings.sources_db:
@@ -56,8 +53,8 @@ def memory_evaluation(
     engine = QueryEngine(
         settings,
         llm=llm.get(),
-        embedder=embeddings.get(),
-        vectors=vectors.get(),
+        embedder=platform.embeddings.get(),
+        vectors=platform.vectors.get(),
         log_queries=False,
     )
     world = Path(config.world_dir) if config.world_dir else data_dir / "world"
