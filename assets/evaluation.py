@@ -27,6 +27,18 @@ class MemoryEvaluationConfig(dg.Config):
     leakage: bool = True
     systems: list[str] = []  # only these systems (default: all, see hltm.query.evaluation)
 
+    def scope(self) -> str:
+        """What this run covered, in words: the full harness, or the bounded subset it ran."""
+        parts = [
+            f"the first {self.limit} questions of each kind" if self.limit else "",
+            f"systems {', '.join(self.systems)} only" if self.systems else "",
+            "no leakage test" if not self.leakage else "",
+        ]
+        bounded = "; ".join(p for p in parts if p)
+        if not bounded:
+            return "full: every question, system and the leakage test"
+        return f"bounded subset ({bounded}); the full run is `hltm eval memory`"
+
 
 @dg.asset(
     group_name=EVALUATION_GROUP,
@@ -71,6 +83,7 @@ def memory_evaluation(
     context.log.info("\n" + table)
     metadata: dict[str, object] = {
         "table": dg.MetadataValue.md(f"```\n{table}\n```"),
+        "scope": config.scope(),
         "questions": len(report.questions),
         "seconds": round(report.seconds, 1),
         "judge_model": report.judge_model or "n/a (offline)",

@@ -132,6 +132,7 @@ def test_evaluation_asset_records_the_table_and_a_zero_leakage_check(
     (materialization,) = result.asset_materializations_for_node("memory_evaluation")
     metadata = materialization.metadata
     assert "HLTM" in metadata["table"].value
+    assert metadata["scope"].value.startswith("bounded subset (the first 1 questions of each kind")
     assert metadata["leakage/HLTM (subtree filter)/all/query_wise"].value == 0.0
     assert metadata["leakage/RAG, unfiltered/all/query_wise"].value > 0.0
     (check,) = result.get_asset_check_evaluations()
