@@ -210,7 +210,8 @@ def demo(seed: int, size: str) -> None:
                 f" {golden['closed_union_judge_strict_p10'].value:.1%}, soft"
                 f" {golden['closed_union_judge_soft_p10'].value:.1%} (cosine strict"
                 f" {golden['closed_cosine_strict_p10'].value:.1%})",
-                f"memory evaluation, {memory['scope'].value}: {memory_f1}; HLTM leakage"
+                f"memory evaluation on a bounded subset ({memory['questions'].value} questions, see"
+                f" `scope` in its metadata; full: `hltm eval memory`): {memory_f1}; HLTM leakage"
                 f" {memory['leakage/HLTM (subtree filter)/all/query_wise'].value:.1%} of queries",
                 f"judge statistics report (100 shuffles; full: `hltm stats report`): {report}",
                 f"recall probe {month[:7]} (4 per vacancy; full: `hltm probe`):"
