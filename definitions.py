@@ -7,8 +7,8 @@ import dagster as dg
 from assets.analysis import ANALYSIS_ASSETS
 from assets.calibration import CALIBRATION_ASSETS, CALIBRATION_JOBS
 from assets.evaluation import EVALUATION_ASSETS, EVALUATION_JOBS
-from assets.judge import JUDGE_ASSETS, JUDGE_CHECKS, JUDGE_JOBS, JUDGE_RESOURCES
-from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS, MemoryTreeResource
+from assets.judge import JUDGE_ASSETS, JUDGE_CHECKS, JUDGE_JOBS
+from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
 from assets.patterns import PATTERN_ASSETS, PATTERN_JOBS
 from assets.probe import PROBE_ASSETS, PROBE_JOBS
 from assets.sources import observe_sources_job, source_tables
@@ -41,9 +41,5 @@ defs = dg.Definitions(
     ],
     sensors=[source_changes, *JUDGE_SENSORS],
     schedules=[*JUDGE_SCHEDULES, *ANALYSIS_SCHEDULES],
-    resources={
-        **build_resources(Settings.from_env()),
-        "memory_tree": MemoryTreeResource(),
-        **JUDGE_RESOURCES,
-    },
+    resources=build_resources(Settings.from_env()),
 )

@@ -15,7 +15,7 @@ import dagster as dg
 
 from hltm.analysis.report import ReportSettings, build_report, tender_table
 from hltm.settings import Settings
-from resources import EmbeddingsResource, LLMResource, WarehouseResource
+from resources import PlatformResource
 
 ANALYSIS_GROUP = "judge_analysis"
 STATS_REPORT_KEY = dg.AssetKey("judge_stats_report")
@@ -42,14 +42,13 @@ class StatsReportConfig(dg.Config):
 def judge_stats_report(
     context: dg.AssetExecutionContext,
     config: StatsReportConfig,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    llm: LLMResource,
+    platform: PlatformResource,
 ) -> dg.MaterializeResult:
     from hltm.analysis.report import judge_llms
 
+    llm = platform.llm
     settings = Settings.from_env(
-        data_dir=Path(derived_db.path).parent,
+        data_dir=platform.derived_db.path.parent,
         llm_backend=llm.backend,
         llm_model=llm.model,
         judge_model=llm.judge_model,
@@ -65,7 +64,11 @@ def judge_stats_report(
         Path(config.out_dir) if config.out_dir else settings.data_dir / "reports" / "judge_stats"
     )
     report = build_report(
-        settings, out_dir, rs, llms=judge_llms(settings, rs.models), embedder=embeddings.get()
+        settings,
+        out_dir,
+        rs,
+        llms=judge_llms(settings, rs.models),
+        embedder=platform.embeddings.get(),
     )
     h = report.headline()
     context.log.info(f"judge statistics report written to {report.path}")

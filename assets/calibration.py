@@ -21,7 +21,7 @@ from assets.memory import ASSET_KEYS
 from assets.sources import source_key
 from hltm.judge.calibration import Calibration, calibrate_vacancies, store_calibrations
 from hltm.judge.data import load_vacancies
-from resources import WarehouseResource
+from resources import PlatformResource
 
 CALIBRATION_KEY = dg.AssetKey("vacancy_calibration")
 
@@ -49,12 +49,11 @@ def calibration_metadata(cal: Calibration) -> dict[str, Any]:
     }
 
 
-def _calibrate(
-    sources_db: WarehouseResource, derived_db: WarehouseResource, ids: list[str] | None
-) -> list[Calibration]:
-    vacancies = load_vacancies(sources_db.path, ids)
-    calibrations = calibrate_vacancies(sources_db.path, derived_db.path, vacancies)
-    store_calibrations(derived_db.path, calibrations)
+def _calibrate(platform: PlatformResource, ids: list[str] | None) -> list[Calibration]:
+    sources_db, derived_db = platform.sources_db.path, platform.derived_db.path
+    vacancies = load_vacancies(sources_db, ids)
+    calibrations = calibrate_vacancies(sources_db, derived_db, vacancies)
+    store_calibrations(derived_db, calibrations)
     return calibrations
 
 
@@ -75,9 +74,9 @@ def _calibrate(
     "recurring skills), each with support and cited memory nodes; the vacancy's own text wins.",
 )
 def vacancy_calibration(
-    context: dg.AssetExecutionContext, sources_db: WarehouseResource, derived_db: WarehouseResource
+    context: dg.AssetExecutionContext, platform: PlatformResource
 ) -> dg.MaterializeResult:
-    found = _calibrate(sources_db, derived_db, [context.partition_key])
+    found = _calibrate(platform, [context.partition_key])
     if not found:
         raise dg.Failure(f"vacancy {context.partition_key} is not in the sources (deleted?)")
     cal = found[0]
@@ -93,10 +92,11 @@ class CalibrateConfig(dg.Config):
     vacancies: list[str] = []
 
 
-@dg.op(required_resource_keys={"sources_db", "derived_db"})
-def calibrate_all_vacancies(context: dg.OpExecutionContext, config: CalibrateConfig) -> int:
-    res = context.resources
-    calibrations = _calibrate(res.sources_db, res.derived_db, config.vacancies or None)
+@dg.op
+def calibrate_all_vacancies(
+    context: dg.OpExecutionContext, config: CalibrateConfig, platform: PlatformResource
+) -> int:
+    calibrations = _calibrate(platform, config.vacancies or None)
     known = set(context.instance.get_dynamic_partitions(VACANCIES.name))
     missing = sorted({c.vacancy_id for c in calibrations} - known)
     if missing:

@@ -26,14 +26,11 @@ import dagster as dg
 from dagster import AssetExecutionContext, OpExecutionContext
 
 from assets.sources import source_key
-from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GateDecision
 from hltm.judge.journal import Anchor, ChainReport, Publication, config_gate, verify_chain
 from hltm.judge.pipeline import (
-    DEFAULT_BUDGET,
-    DEFAULT_WORKERS,
     Budget,
     JudgeConfig,
     JudgeReport,
@@ -45,46 +42,22 @@ from hltm.judge.service import gate as _gate
 from hltm.judge.service import judge_vacancy as _judge
 from hltm.judge.service import publish_vacancy as _publish
 from hltm.judge.service import refresh_index as _refresh
-from hltm.settings import JUDGE_ENV, read_env
 from hltm.warehouse import connect
-from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
+from resources import PlatformResource
 
 JUDGE_GROUP = "judge"
 VACANCIES = dg.DynamicPartitionsDefinition(name="vacancies")
 
 
-class JudgeSettingsResource(dg.ConfigurableResource):
-    """Budget, workers, pool sizes and extra formal-item patterns of the judge (the nightly run
-    and the assets agree). Defaults come from HLTM_JUDGE_BUDGET, HLTM_JUDGE_WORKERS and
-    HLTM_JUDGE_FORMAL_PATTERNS (extra regular expressions, one per line)."""
-
-    budget: int = DEFAULT_BUDGET  # cold evaluations per run
-    workers: int = DEFAULT_WORKERS
-    k_vector: int = K_VECTOR
-    k_bm25: int = K_BM25
-    extra_formal_patterns: list[str] = []
-
-    @classmethod
-    def from_env(cls) -> "JudgeSettingsResource":
-        return cls(**read_env(JUDGE_ENV))
-
-
-def make_env(
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
-) -> JudgeEnv:
-    embedder = embeddings.get()
+def make_env(platform: PlatformResource) -> JudgeEnv:
+    judge = platform.judge
     return JudgeEnv(
-        sources_db=sources_db.path,
-        derived_db=derived_db.path,
-        store=vectors.get(),
-        embedder=embedder,
-        llm=llm.judge(),
-        reasoning_effort=llm.reasoning_effort,
+        sources_db=platform.sources_db.path,
+        derived_db=platform.derived_db.path,
+        store=platform.vectors.get(),
+        embedder=platform.embeddings.get(),
+        llm=platform.llm.judge(),
+        reasoning_effort=platform.llm.reasoning_effort,
         k_vector=judge.k_vector,
         k_bm25=judge.k_bm25,
         formal_patterns=(*DEFAULT_FORMAL_PATTERNS, *judge.extra_formal_patterns),
@@ -186,8 +159,6 @@ def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None
 
 # --------------------------------------------------------------------------------- assets
 
-_RESOURCES = {"sources_db", "derived_db", "embeddings", "vectors", "llm", "judge"}
-
 
 @dg.asset(
     group_name=JUDGE_GROUP,
@@ -198,14 +169,9 @@ _RESOURCES = {"sources_db", "derived_db", "embeddings", "vectors", "llm", "judge
 )
 def resume_index(
     context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
+    platform: PlatformResource,
 ) -> dg.MaterializeResult:
-    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    env = make_env(platform)
     sync = _refresh(env)
     return dg.MaterializeResult(metadata=dict(sync.__dict__))
 
@@ -220,14 +186,9 @@ def resume_index(
 )
 def candidate_pools(
     context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
+    platform: PlatformResource,
 ) -> dg.MaterializeResult:
-    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    env = make_env(platform)
     result = _build_pool(env, _vacancy(env, context.partition_key), context.run.run_id)
     return dg.MaterializeResult(metadata=pool_metadata(result))
 
@@ -242,15 +203,11 @@ def candidate_pools(
 )
 def judge_scores(
     context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
+    platform: PlatformResource,
 ) -> dg.MaterializeResult:
-    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    env = make_env(platform)
     vacancy = _vacancy(env, context.partition_key)
+    judge = platform.judge
     report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
                     run_id=context.run.run_id)  # fmt: skip
     for rid, reason in report.failures[:20]:
@@ -266,9 +223,9 @@ def judge_scores(
     description="Config gate: at least 90% of the quotes this judge configuration gave on "
     "mandatory requirements must survive validation, or rankings are not published.",
 )
-def judge_quote_gate(derived_db: WarehouseResource, llm: LLMResource) -> dg.AssetCheckResult:
-    config = judge_config(llm.judge(), llm.reasoning_effort)
-    with connect(derived_db.path) as con:
+def judge_quote_gate(platform: PlatformResource) -> dg.AssetCheckResult:
+    config = judge_config(platform.llm.judge(), platform.llm.reasoning_effort)
+    with connect(platform.derived_db.path) as con:
         decision = config_gate(con, config)
     return dg.AssetCheckResult(
         passed=decision.passed,
@@ -289,14 +246,9 @@ def judge_quote_gate(derived_db: WarehouseResource, llm: LLMResource) -> dg.Asse
 )
 def rankings(
     context: AssetExecutionContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
+    platform: PlatformResource,
 ) -> dg.MaterializeResult:
-    env = make_env(sources_db, derived_db, embeddings, vectors, llm, judge)
+    env = make_env(platform)
     vacancy = _vacancy(env, context.partition_key)
     try:
         publication = _publish(env, vacancy, run_id=context.run.run_id)
@@ -313,9 +265,9 @@ def rankings(
     "truncated row fails it.",
 )
 def ranking_journal_chain(
-    context: dg.AssetCheckExecutionContext, derived_db: WarehouseResource
+    context: dg.AssetCheckExecutionContext, platform: PlatformResource
 ) -> dg.AssetCheckResult:
-    report = chain_check(context.instance, derived_db.path)
+    report = chain_check(context.instance, platform.derived_db.path)
     return dg.AssetCheckResult(
         passed=report.ok,
         metadata={"rows": report.rows, "first_bad_seq": report.first_bad_seq or 0},
@@ -330,19 +282,17 @@ def ranking_journal_chain(
     "RRF and union + judge, closed set and live pool, and the fit recall of each pool.",
 )
 def golden_evaluation(
-    context: AssetExecutionContext,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
+    context: AssetExecutionContext, platform: PlatformResource
 ) -> dg.MaterializeResult:
     from hltm.judge.golden import evaluate_golden, load_golden, save_report
 
+    llm, derived_db = platform.llm, platform.derived_db.path
     report = evaluate_golden(
-        load_golden(), llm.judge(), embeddings.get(), derived_db.path,
-        reasoning_effort=llm.reasoning_effort, workers=judge.workers, run_id=context.run.run_id,
+        load_golden(), llm.judge(), platform.embeddings.get(), derived_db,
+        reasoning_effort=llm.reasoning_effort, workers=platform.judge.workers,
+        run_id=context.run.run_id,
     )  # fmt: skip
-    save_report(derived_db.path, report, context.run.run_id)
+    save_report(derived_db, report, context.run.run_id)
     meta: dict[str, Any] = {
         "table": dg.MetadataValue.md(report.table()),
         "per_vacancy": dg.MetadataValue.md(report.per_vacancy_table()),
@@ -362,10 +312,10 @@ def golden_evaluation(
     description="Pin test: the cosine strict and soft precision@10 on the frozen golden set "
     "must reproduce the pinned numbers (embedding snapshot spot-checked).",
 )
-def golden_pins(embeddings: EmbeddingsResource) -> dg.AssetCheckResult:
+def golden_pins(platform: PlatformResource) -> dg.AssetCheckResult:
     from hltm.judge.golden import check_pins, load_golden
 
-    result = check_pins(load_golden(), embeddings.get())
+    result = check_pins(load_golden(), platform.embeddings.get())
     return dg.AssetCheckResult(
         passed=result.ok,
         metadata={"max_drift": result.max_drift, "spot_checked": result.spot_checked},
@@ -388,11 +338,12 @@ class JudgeRunConfig(dg.Config):
     workers: int = 0
 
 
-@dg.op(required_resource_keys=_RESOURCES)
-def judge_all_vacancies(context: OpExecutionContext, config: JudgeRunConfig) -> dict[str, Any]:
-    res = context.resources
-    judge: JudgeSettingsResource = res.judge
-    env = make_env(res.sources_db, res.derived_db, res.embeddings, res.vectors, res.llm, judge)
+@dg.op
+def judge_all_vacancies(
+    context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
+) -> dict[str, Any]:
+    judge = platform.judge
+    env = make_env(platform)
     wanted = config.vacancies or None
     ids = [v.vacancy_id for v in load_vacancies(env.sources_db, wanted)]
     known = set(context.instance.get_dynamic_partitions(VACANCIES.name))
@@ -477,4 +428,3 @@ judge_vacancy_job = dg.define_asset_job(
 JUDGE_ASSETS = [resume_index, candidate_pools, judge_scores, rankings, golden_evaluation]
 JUDGE_CHECKS = [judge_quote_gate, ranking_journal_chain, golden_pins]
 JUDGE_JOBS = [judge_refresh_job, judge_vacancy_job]
-JUDGE_RESOURCES = {"judge": JudgeSettingsResource.from_env()}

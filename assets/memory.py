@@ -24,14 +24,14 @@ from dagster import AssetExecutionContext, OpExecutionContext
 from assets.patterns import MEMORY_HINTS_KEY
 from assets.sources import source_key
 from hltm.deletion import compact_chroma_log
-from hltm.memory import MemoryBuilder, MemoryConfig, MemoryStore, load_hints
+from hltm.memory import MemoryBuilder, MemoryStore, load_hints
 from hltm.memory.build import MemoryBuildError, NodeReport, version_config
 from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS, node_id_for, split_node_id
 from hltm.memory.store import degraded_nodes
 from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
 from hltm.warehouse import connect
-from resources import EmbeddingsResource, LLMResource, VectorsResource, WarehouseResource
+from resources import PlatformResource, WarehouseResource
 
 MEMORY_GROUP = "memory"
 PARTITIONS: dict[str, dg.DynamicPartitionsDefinition] = {
@@ -47,24 +47,6 @@ ASSET_KEYS: dict[str, dg.AssetKey] = {
 REFRESH_TAG = "hltm/memory_refresh"
 
 
-class MemoryTreeResource(dg.ConfigurableResource):
-    """Build settings of the memory tree, shared by the assets, the refresh job and the sensor
-    (they must agree: the settings are part of every node's version)."""
-
-    support_threshold: float = 0.3
-    min_support: int = 2
-    workers: int = 0  # LLM calls in flight; 0 = the backend's (1 offline, HLTM_LLM_CONCURRENCY)
-    batch_size: int = 200
-
-    def config(self) -> MemoryConfig:
-        return MemoryConfig(
-            support_threshold=self.support_threshold,
-            min_support=self.min_support,
-            workers=self.workers,
-            batch_size=self.batch_size,
-        )
-
-
 def current_hints(derived_db: WarehouseResource, read_only: bool = False) -> Hints:
     if read_only and not derived_db.path.exists():
         return Hints()
@@ -72,26 +54,17 @@ def current_hints(derived_db: WarehouseResource, read_only: bool = False) -> Hin
         return load_hints(con)
 
 
-def make_builder(
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    memory_tree: MemoryTreeResource,
-    hints: Hints | None = None,
-) -> MemoryBuilder:
+def make_builder(platform: PlatformResource, hints: Hints | None = None) -> MemoryBuilder:
     """A builder on the run's resources (`hints`: as read by an earlier op of the same run, so
     every op of a run builds with the same release; else the newest released)."""
-    embedder = embeddings.get()
-    store = MemoryStore(derived_db.path, vectors.get())
+    store = MemoryStore(platform.derived_db.path, platform.vectors.get())
     return MemoryBuilder(
-        sources_db.path,
+        platform.sources_db.path,
         store,
-        llm.get(),
-        embedder,
-        hints if hints is not None else current_hints(derived_db),
-        memory_tree.config(),
+        platform.llm.get(),
+        platform.embeddings.get(),
+        hints if hints is not None else current_hints(platform.derived_db),
+        platform.memory_tree.config(),
     )
 
 
@@ -180,14 +153,9 @@ def _memory_asset(level: str, deps: list[dg.AssetDep | dg.AssetKey], description
     )
     def _asset(
         context: AssetExecutionContext,
-        sources_db: WarehouseResource,
-        derived_db: WarehouseResource,
-        embeddings: EmbeddingsResource,
-        vectors: VectorsResource,
-        llm: LLMResource,
-        memory_tree: MemoryTreeResource,
+        platform: PlatformResource,
     ) -> dg.MaterializeResult:
-        builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+        builder = make_builder(platform)
         return _materialize_node(context, builder, level)
 
     return _asset
@@ -278,14 +246,9 @@ def _sync_partitions(context: OpExecutionContext, plan: Plan, tree: Tree) -> Non
 def plan_memory_refresh(
     context: OpExecutionContext,
     config: RefreshConfig,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
-    vectors: VectorsResource,
-    llm: LLMResource,
-    memory_tree: MemoryTreeResource,
+    platform: PlatformResource,
 ) -> dict[str, Any]:
-    builder = make_builder(sources_db, derived_db, embeddings, vectors, llm, memory_tree)
+    builder = make_builder(platform)
     if config.from_scratch:
         context.log.warning("from_scratch: dropping every stored memory node first")
         builder.store.clear()
@@ -370,18 +333,12 @@ def _level_op(level: str) -> dg.OpDefinition:
     def _op(
         context: OpExecutionContext,
         state: dict[str, Any],
-        sources_db: WarehouseResource,
-        derived_db: WarehouseResource,
-        embeddings: EmbeddingsResource,
-        vectors: VectorsResource,
-        llm: LLMResource,
-        memory_tree: MemoryTreeResource,
+        platform: PlatformResource,
     ) -> dict[str, Any]:
         hints = Hints.from_dict(state["hints"]) if "hints" in state else None
-        builder = make_builder(
-            sources_db, derived_db, embeddings, vectors, llm, memory_tree, hints=hints
-        )
+        builder = make_builder(platform, hints=hints)
         result = _run_level(context, level, state, builder)
+        vectors = platform.vectors
         if level == "contract" and not vectors.host:  # deleted items leave Chroma's log too
             compact_chroma_log(Path(vectors.path))
         if level == "contract" and result["failures"]:
@@ -436,10 +393,11 @@ def _degraded_check(level: str) -> dg.AssetChecksDefinition:
         "dropped more of the model's items than it kept (unknown ids, too little support, "
         "echoed prompt examples).",
     )
-    def _check(derived_db: WarehouseResource) -> dg.AssetCheckResult:
-        if not derived_db.path.exists():
+    def _check(platform: PlatformResource) -> dg.AssetCheckResult:
+        derived_db = platform.derived_db.path
+        if not derived_db.exists():
             return dg.AssetCheckResult(passed=True, description="no memory store yet")
-        with connect(derived_db.path) as con:
+        with connect(derived_db) as con:
             bad = degraded_nodes(con, level)
         return dg.AssetCheckResult(
             passed=not bad,
@@ -466,10 +424,8 @@ def _degraded_check(level: str) -> dg.AssetChecksDefinition:
     "leftovers that take nearest-neighbour slots), no node with missing items (a lost or new "
     "Chroma). The next full refresh (`rebuild_memory_tree`) sweeps and re-indexes.",
 )
-def memory_store_consistent(
-    derived_db: WarehouseResource, vectors: VectorsResource
-) -> dg.AssetCheckResult:
-    found = MemoryStore(derived_db.path, vectors.get()).check()
+def memory_store_consistent(platform: PlatformResource) -> dg.AssetCheckResult:
+    found = MemoryStore(platform.derived_db.path, platform.vectors.get()).check()
     return dg.AssetCheckResult(
         passed=found.clean,
         severity=dg.AssetCheckSeverity.WARN,

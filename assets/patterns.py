@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from hltm.patterns import PatternSettings, mine_query_log
-from resources import EmbeddingsResource, WarehouseResource
+from resources import PlatformResource
 
 PATTERNS_GROUP = "adaptation"
 QUERY_LOG_KEY = dg.AssetKey("query_log")
@@ -83,8 +83,7 @@ def _table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
 def mine_query_patterns(
     context: dg.AssetExecutionContext,
     config: QueryPatternsConfig,
-    derived_db: WarehouseResource,
-    embeddings: EmbeddingsResource,
+    platform: PlatformResource,
 ):
     overrides = {
         k: v
@@ -97,7 +96,9 @@ def mine_query_patterns(
     }
     settings = PatternSettings.from_env(**overrides)
     outcome = mine_query_log(
-        derived_db.path, settings, embedder=embeddings.get() if config.merge_similar else None
+        platform.derived_db.path,
+        settings,
+        embedder=platform.embeddings.get() if config.merge_similar else None,
     )
     summary = outcome.summary()
     stored = [p.as_dict() for p in outcome.stored if p.current]

@@ -16,13 +16,12 @@ from typing import Any
 
 import dagster as dg
 
-from assets.judge import JudgeSettingsResource
 from assets.sources import source_key
 from hltm.analysis import probe as probe_core
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.pipeline import judge_config
 from hltm.settings import PROBE_ENV, read_env
-from resources import LLMResource, WarehouseResource
+from resources import PlatformResource
 
 PROBE_GROUP = "judge_analysis"
 RECALL_PROBE_KEY = dg.AssetKey("recall_probe")
@@ -90,11 +89,10 @@ def _finds_table(finds: list[dict[str, Any]]) -> dg.MetadataValue:
 def recall_probe(
     context: dg.AssetExecutionContext,
     config: RecallProbeConfig,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    llm: LLMResource,
-    judge: JudgeSettingsResource,
+    platform: PlatformResource,
 ):
+    sources_db, derived_db = platform.sources_db, platform.derived_db
+    llm, judge = platform.llm, platform.judge
     month = context.partition_key[:7]  # "2026-10-01" → "2026-10"
     # Unless the probe has its own, the judge's budget and workers apply (same resource).
     own = read_env(PROBE_ENV)

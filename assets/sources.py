@@ -17,7 +17,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from hltm.sources.ingest import ensure_sources_schema, quarantine_counts, table_counts
 from hltm.sources.schema import TABLES
 from hltm.warehouse import connect
-from resources import WarehouseResource
+from resources import PlatformResource, WarehouseResource
 
 SOURCES_GROUP = "sources"
 
@@ -65,8 +65,8 @@ def _observations(sources_db: WarehouseResource | Path) -> list[tuple[str, str, 
 
 
 @dg.multi_observable_source_asset(specs=SOURCE_SPECS, name="source_tables")
-def source_tables(sources_db: WarehouseResource):
-    for table, version, metadata in _observations(sources_db):
+def source_tables(platform: PlatformResource):
+    for table, version, metadata in _observations(platform.sources_db):
         yield dg.ObserveResult(
             asset_key=source_key(table), data_version=dg.DataVersion(version), metadata=metadata
         )

@@ -50,14 +50,14 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS, MemoryTreeResource  # noqa: E402
+from assets.memory import MEMORY_ASSETS, MEMORY_JOBS  # noqa: E402
 from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
 from hltm.memory.scenarios import change_project, read_world  # noqa: E402
 from hltm.memory.store import StoreSnapshot  # noqa: E402
 from hltm.settings import Settings  # noqa: E402
 from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
-from resources import build_resources  # noqa: E402
+from resources import MemoryTreeResource, build_resources  # noqa: E402
 from sensors.source_changes import source_changes  # noqa: E402
 
 
@@ -180,10 +180,7 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
             shutil.copy(warm.sources_db, settings.sources_db)
             shutil.copy(warm.derived_db, settings.derived_db)  # the embedding cache, warm
             builder_from_settings(settings).store.clear()  # …but no memory node
-            resources = {
-                **build_resources(settings),
-                "memory_tree": MemoryTreeResource(workers=workers),
-            }
+            resources = build_resources(settings, memory_tree=MemoryTreeResource(workers=workers))
             defs = dg.Definitions(assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, resources=resources)
             print(f"full rebuild with {workers} LLM call(s) in flight …", flush=True)
             httpx.delete(stats_url, timeout=10)
@@ -267,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    resources = {**build_resources(settings), "memory_tree": MemoryTreeResource()}
+    resources = build_resources(settings)
     defs = dg.Definitions(
         assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, sensors=[source_changes], resources=resources
     )

@@ -1,7 +1,9 @@
 """Dagster resources: thin, configurable wrappers around the `hltm` core's clients.
 
-Each is built from `hltm.settings.Settings` (the environment) in `definitions.py`, so the UI shows
-the effective configuration, and a test can build them on a temporary data directory.
+Every asset, check, op and sensor takes one `PlatformResource` (key ``platform``) that nests the
+others, so a new client is added in one place. It is built from `hltm.settings.Settings` (the
+environment) in `definitions.py`, so the UI shows the effective configuration, and a test can
+build it on a temporary data directory.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
 
 from hltm.embeddings import CachedEmbedder, make_embedder
+from hltm.judge.candidates import K_BM25, K_VECTOR
+from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
 from hltm.llm import LLM, make_llm
-from hltm.settings import Settings
-from hltm.tokens import ENCODING_NAME, count_tokens
+from hltm.memory import MemoryConfig
+from hltm.settings import JUDGE_ENV, Settings, read_env
 from hltm.vectors import VectorStore
 from hltm.warehouse import connect
 
@@ -99,38 +103,83 @@ class LLMResource(dg.ConfigurableResource):
         return make_llm(self._settings(), model=self.judge_model)
 
 
-class TokensResource(dg.ConfigurableResource):
-    """Token counts as the paper reports them (tiktoken o200k_base, offline)."""
+class JudgeSettingsResource(dg.ConfigurableResource):
+    """Budget, workers, pool sizes and extra formal-item patterns of the judge (the nightly run
+    and the assets agree). Defaults come from HLTM_JUDGE_BUDGET, HLTM_JUDGE_WORKERS and
+    HLTM_JUDGE_FORMAL_PATTERNS (extra regular expressions, one per line)."""
 
-    encoding: str = ENCODING_NAME
+    budget: int = DEFAULT_BUDGET  # cold evaluations per run
+    workers: int = DEFAULT_WORKERS
+    k_vector: int = K_VECTOR
+    k_bm25: int = K_BM25
+    extra_formal_patterns: list[str] = []
 
-    def count(self, text: str) -> int:
-        return count_tokens(text)
+    @classmethod
+    def from_env(cls) -> JudgeSettingsResource:
+        return cls(**read_env(JUDGE_ENV))
 
 
-def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+class MemoryTreeResource(dg.ConfigurableResource):
+    """Build settings of the memory tree, shared by the assets, the refresh job and the sensor
+    (they must agree: the settings are part of every node's version)."""
+
+    support_threshold: float = 0.3
+    min_support: int = 2
+    workers: int = 0  # LLM calls in flight; 0 = the backend's (1 offline, HLTM_LLM_CONCURRENCY)
+    batch_size: int = 200
+
+    def config(self) -> MemoryConfig:
+        return MemoryConfig(
+            support_threshold=self.support_threshold,
+            min_support=self.min_support,
+            workers=self.workers,
+            batch_size=self.batch_size,
+        )
+
+
+class PlatformResource(dg.ConfigurableResource):
+    """The one resource every asset, check, op and sensor takes: the stores, clients and build
+    settings of the platform, nested (Dagster shows each one's configuration under it)."""
+
+    sources_db: WarehouseResource
+    derived_db: WarehouseResource
+    embeddings: EmbeddingsResource
+    vectors: VectorsResource
+    llm: LLMResource
+    judge: JudgeSettingsResource
+    memory_tree: MemoryTreeResource
+
+
+def build_resources(
+    settings: Settings,
+    judge: JudgeSettingsResource | None = None,
+    memory_tree: MemoryTreeResource | None = None,
+) -> dict[str, dg.ConfigurableResource]:
+    """The code location's resources (`judge`, `memory_tree`: overrides of the environment's)."""
     embeddings = EmbeddingsResource(
         backend=settings.embeddings_backend,
         model=settings.embedding_model,
         cache_db=str(settings.derived_db),
         base_url=settings.openai_base_url,
     )
-    return {
-        "sources_db": WarehouseResource(database=str(settings.sources_db)),
-        "derived_db": WarehouseResource(database=str(settings.derived_db)),
-        "embeddings": embeddings,
-        "vectors": VectorsResource(
+    platform = PlatformResource(
+        sources_db=WarehouseResource(database=str(settings.sources_db)),
+        derived_db=WarehouseResource(database=str(settings.derived_db)),
+        embeddings=embeddings,
+        vectors=VectorsResource(
             path=str(settings.chroma_path),
             host=settings.chroma_host,
             port=settings.chroma_port,
             embeddings=embeddings,
         ),
-        "llm": LLMResource(
+        llm=LLMResource(
             backend=settings.llm_backend,
             model=settings.llm_model,
             judge_model=settings.judge_model,
             reasoning_effort=settings.reasoning_effort,
             base_url=settings.openai_base_url,
         ),
-        "tokens": TokensResource(),
-    }
+        judge=judge or JudgeSettingsResource.from_env(),
+        memory_tree=memory_tree or MemoryTreeResource(),
+    )
+    return {"platform": platform}

@@ -35,7 +35,7 @@ from hltm.judge.data import vacancy_ids
 from hltm.memory.store import read_built
 from hltm.settings import judge_cron
 from hltm.warehouse import connect
-from resources import WarehouseResource
+from resources import PlatformResource, WarehouseResource
 
 MAX_PARTITION_REQUESTS = 25_000
 
@@ -88,10 +88,9 @@ def _calibrate_request(versions: dict[str, str], reason: str) -> dg.RunRequest:
     "baseline (no run, no LLM call).",
 )
 def vacancy_changes(
-    context: dg.SensorEvaluationContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
+    context: dg.SensorEvaluationContext, platform: PlatformResource
 ) -> dg.SensorResult | dg.SkipReason:
+    sources_db, derived_db = platform.sources_db, platform.derived_db
     if not sources_db.path.exists():
         return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
     current = vacancy_ids(sources_db.path)
@@ -152,8 +151,9 @@ def _memory_versions(derived_db: WarehouseResource) -> dict[str, str]:
     "calibration (no LLM call; the judge re-judges only vacancies whose proposals changed).",
 )
 def memory_calibration(
-    context: dg.SensorEvaluationContext, derived_db: WarehouseResource
+    context: dg.SensorEvaluationContext, platform: PlatformResource
 ) -> dg.SensorResult | dg.SkipReason:
+    derived_db = platform.derived_db
     if not derived_db.path.exists():
         return dg.SkipReason(f"no derived store yet ({derived_db.path} does not exist)")
     calibrations = load_calibrations(derived_db.path, read_only=True)

@@ -40,7 +40,6 @@ from assets.memory import (
     ASSET_KEYS,
     PARTITIONS,
     REFRESH_TAG,
-    MemoryTreeResource,
     current_hints,
     refresh_memory_tree,
     refresh_run_config,
@@ -58,7 +57,7 @@ from hltm.memory.changes import (
 from hltm.memory.inputs import sources_watermark
 from hltm.memory.models import LEVELS, split_node_id
 from hltm.warehouse import connect
-from resources import LLMResource, WarehouseResource
+from resources import PlatformResource
 
 # Dagster's advice: at most 25k partition adds/deletes per sensor evaluation.
 MAX_PARTITION_REQUESTS = 25_000
@@ -146,12 +145,10 @@ LEVEL_JOBS = [
     "contracts) and requests one refresh of exactly the affected leaves and ancestor chains.",
 )
 def source_changes(
-    context: dg.SensorEvaluationContext,
-    sources_db: WarehouseResource,
-    derived_db: WarehouseResource,
-    llm: LLMResource,
-    memory_tree: MemoryTreeResource,
+    context: dg.SensorEvaluationContext, platform: PlatformResource
 ) -> dg.SensorResult | dg.SkipReason:
+    sources_db, derived_db = platform.sources_db, platform.derived_db
+    llm, memory_tree = platform.llm, platform.memory_tree
     if not sources_db.path.exists():
         return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
     previous = _cursor(context.cursor)

@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 
 from assets.calibration import calibrate_vacancies_job
-from assets.judge import JUDGE_RESOURCES, judge_refresh_job
-from assets.memory import MemoryTreeResource, rebuild_memory_tree
+from assets.judge import judge_refresh_job
+from assets.memory import rebuild_memory_tree
 from hltm.judge.calibration import load_calibrations
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
@@ -69,7 +69,7 @@ def after_demo(tiny_world: Path, settings: Settings) -> tuple[Settings, dg.Dagst
 
 
 def _resources(settings: Settings) -> dict[str, Any]:
-    return {**build_resources(settings), **JUDGE_RESOURCES, "memory_tree": MemoryTreeResource()}
+    return build_resources(settings)
 
 
 def test_a_fresh_daemon_after_the_demo_launches_no_llm_run(after_demo) -> None:  # type: ignore[no-untyped-def]

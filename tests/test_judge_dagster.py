@@ -13,7 +13,6 @@ import dagster as dg
 import pytest
 
 from assets.judge import (
-    JUDGE_RESOURCES,
     VACANCIES,
     candidate_pools,
     judge_quote_gate,
@@ -76,7 +75,7 @@ def instance() -> Iterator[dg.DagsterInstance]:
 
 
 def _resources(settings: Settings) -> dict[str, Any]:
-    return {**build_resources(settings), **JUDGE_RESOURCES}
+    return build_resources(settings)
 
 
 def test_definitions_load_with_the_judge() -> None:
@@ -91,7 +90,7 @@ def test_definitions_load_with_the_judge() -> None:
 def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]
     from hltm.judge.calibration import calibrate_vacancies, store_calibrations
 
-    resources = {k: _resources(world)[k] for k in ("sources_db", "derived_db")}
+    resources = _resources(world)
 
     def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
         with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as ctx:

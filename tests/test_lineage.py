@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
-from assets.memory import MEMORY_ASSETS, MemoryTreeResource
+from assets.memory import MEMORY_ASSETS
 from assets.sources import source_tables
 from hltm.memory.scenarios import read_world
 from hltm.settings import Settings
@@ -76,7 +76,7 @@ def test_materialize_on_a_current_partition_reports_what_is_stored(
     project = read_world(settings.sources_db).projects
     key = sorted(project)[0]
     instance.add_dynamic_partitions("projects", [key])
-    resources = {**build_resources(settings), "memory_tree": MemoryTreeResource()}
+    resources = build_resources(settings)
 
     def press() -> dict[str, Any]:
         result = dg.materialize(

@@ -12,14 +12,14 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS, MemoryTreeResource
+from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
 from assets.sources import source_tables
 from hltm.memory.scenarios import change_project, move_project, read_world, remove_project
 from hltm.memory.store import read_built
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
-from resources import build_resources
+from resources import MemoryTreeResource, build_resources
 from sensors.source_changes import source_changes
 
 
@@ -41,7 +41,7 @@ def memory_world(settings: Settings, ingested_sources: Path) -> Settings:
 
 
 def memory_resources(settings: Settings, **tree: Any) -> dict[str, Any]:
-    return {**build_resources(settings), "memory_tree": MemoryTreeResource(**tree)}
+    return build_resources(settings, memory_tree=MemoryTreeResource(**tree))
 
 
 def memory_definitions(settings: Settings, **tree: Any) -> dg.Definitions:
@@ -233,7 +233,7 @@ def test_partitioned_assets_build_single_nodes(memory_world: Settings) -> None:
     projects = sorted(p for p, s in world.projects.items() if s == seat)
     instance.add_dynamic_partitions("projects", projects)
     instance.add_dynamic_partitions("seats", [seat])
-    resources = {**build_resources(memory_world), "memory_tree": MemoryTreeResource()}
+    resources = build_resources(memory_world)
     assets = [*MEMORY_ASSETS, source_tables]
 
     # A seat is built from its children's memories: refused while they are missing.

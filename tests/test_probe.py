@@ -166,9 +166,8 @@ def test_displacing_rule(overall: int, top: list[int], expected: bool) -> None:
 def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:  # type: ignore[no-untyped-def]
     import dagster as dg
 
-    from assets.judge import JudgeSettingsResource
     from assets.probe import CHECK_NAME, RECALL_PROBE_KEY, recall_probe
-    from resources import build_resources
+    from resources import JudgeSettingsResource, build_resources
     from sensors.analysis_schedules import recall_probe_schedule
 
     settings = loaded_world
@@ -180,7 +179,7 @@ def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:
     result = dg.materialize(
         [recall_probe],
         partition_key="2026-10-01",
-        resources={**build_resources(settings), "judge": JudgeSettingsResource(budget=100)},
+        resources=build_resources(settings, judge=JudgeSettingsResource(budget=100)),
     )
     assert result.success
     (mat,) = result.asset_materializations_for_node("recall_probe")
@@ -217,7 +216,7 @@ def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:
     defs = dg.Definitions(
         assets=[recall_probe],
         schedules=[recall_probe_schedule],
-        resources={**build_resources(settings), "judge": JudgeSettingsResource()},
+        resources=build_resources(settings, judge=JudgeSettingsResource()),
     )
     dg.Definitions.validate_loadable(defs)
     schedule = defs.get_schedule_def("recall_probe_schedule")

@@ -132,7 +132,37 @@ def test_evaluation_asset_records_the_table_and_a_zero_leakage_check(
     (materialization,) = result.asset_materializations_for_node("memory_evaluation")
     metadata = materialization.metadata
     assert "HLTM" in metadata["table"].value
+    assert metadata["scope"].value.startswith("bounded subset (the first 1 questions of each kind")
     assert metadata["leakage/HLTM (subtree filter)/all/query_wise"].value == 0.0
     assert metadata["leakage/RAG, unfiltered/all/query_wise"].value > 0.0
     (check,) = result.get_asset_check_evaluations()
     assert check.check_name == "zero_leakage" and check.passed
+
+
+def test_a_quick_evaluation_measures_hltm_leakage_without_the_chunk_index(
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    """The demo's bounded run: HLTM's leakage alone, with no unfiltered RAG (nor chunk index)."""
+    import dagster as dg
+
+    from assets.evaluation import memory_evaluation
+    from resources import build_resources
+
+    config = {
+        "world_dir": str(built_world.world_dir),
+        "limit": 1,
+        "leakage_baseline": False,
+        "systems": ["HLTM"],
+    }
+    result = dg.materialize(
+        [memory_evaluation],
+        resources=build_resources(built_world.settings),
+        run_config={"ops": {"memory_evaluation": {"config": config}}},
+    )
+    (materialization,) = result.asset_materializations_for_node("memory_evaluation")
+    metadata = materialization.metadata
+    assert "leakage of HLTM only" in metadata["scope"].value
+    assert metadata["leakage/HLTM (subtree filter)/all/query_wise"].value == 0.0
+    assert not [k for k in metadata if k.startswith("leakage/RAG")]
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed and check.metadata["baseline_query_wise"].value == "not run"

@@ -37,11 +37,11 @@ def test_every_hltm_variable_is_read_in_settings_and_listed() -> None:
 
 
 def test_components_take_their_values_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from assets.judge import JudgeSettingsResource
     from hltm.analysis.probe import ProbeSettings
     from hltm.analysis.report import ReportSettings
     from hltm.patterns import PatternSettings
     from hltm.settings import judge_cron
+    from resources import JudgeSettingsResource
 
     for name, value in {
         "HLTM_JUDGE_BUDGET": "12",

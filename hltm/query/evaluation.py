@@ -216,7 +216,8 @@ HLTM_VARIANTS: dict[str, dict[str, Any]] = {
     "ablation: QA-only": {"retrievers": ("qa",)},
     "ablation: summary-only": {"retrievers": ("summary",)},
 }
-BASELINES = ("baseline: full context", "baseline: RAG (chunks)", "baseline: schema filter")
+RAG_SYSTEM = "baseline: RAG (chunks)"
+BASELINES = ("baseline: full context", RAG_SYSTEM, "baseline: schema filter")
 ALL_SYSTEMS = (*HLTM_VARIANTS, *BASELINES)
 
 
@@ -240,7 +241,7 @@ def systems_for(
             out[name] = _hltm_system(engine, replace(engine.config, **HLTM_VARIANTS[name]))
         elif name == "baseline: full context":
             out[name] = baselines.full_context
-        elif name == "baseline: RAG (chunks)":
+        elif name == RAG_SYSTEM:
             out[name] = baselines.rag
         elif name == "baseline: schema filter":
             out[name] = baselines.schema_filter
@@ -391,6 +392,7 @@ def evaluate(
     systems: Iterable[str] = ALL_SYSTEMS,
     judge: bool | None = None,
     leakage: bool = True,
+    leakage_baseline: bool = True,
     limit: int | None = None,
     engine: QueryEngine | None = None,
     progress: Callable[[str], None] | None = None,
@@ -398,13 +400,17 @@ def evaluate(
     """Run every system on the question sets (and the leakage test) and collect the table.
 
     `limit` caps the questions of each kind (for quick runs and tests); `judge=None` runs the
-    LLM judge only when a real LLM is configured.
+    LLM judge only when a real LLM is configured; `leakage_baseline=False` measures HLTM's
+    leakage without unfiltered RAG beside it.
     """
     started = time.perf_counter()
     gt = load_ground_truth(world_dir)
     engine = engine or QueryEngine(settings, log_queries=False)
     corpus = RawCorpus.load(settings.sources_db)
-    baselines = Baselines(engine, corpus)
+    systems = tuple(systems)
+    # Embedding every document's chunks is most of a small run's cost: only when a system needs it.
+    against_rag = leakage and leakage_baseline
+    baselines = Baselines(engine, corpus, build_chunks=against_rag or RAG_SYSTEM in systems)
     summary = summary_questions(gt)
     retrieval = retrieval_questions(gt)
     if limit is not None:
@@ -424,7 +430,7 @@ def evaluate(
         items = leakage_questions(gt, corpus)
         if limit is not None:
             items = items[: max(limit * 3, 6)]
-        report_leakage = run_leakage(engine, baselines, corpus, items)
+        report_leakage = run_leakage(engine, baselines if against_rag else None, corpus, items)
     return EvalReport(
         rows,
         questions,

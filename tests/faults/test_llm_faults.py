@@ -27,7 +27,7 @@ from hltm.memory.store import degraded_nodes
 from hltm.settings import Settings
 from hltm.testing.openai_server import LocalOpenAIServer, ServerStats
 from hltm.warehouse import connect
-from resources import WarehouseResource
+from resources import build_resources
 from tests import test_memory_dagster as _shared
 from tests.test_llm_protocol import WORD_TASK, quick, words
 from tests.test_llm_protocol import _clean_server as _clean_server  # autouse: faults, stats, …
@@ -166,7 +166,7 @@ def _one_project(server: LocalOpenAIServer, world: Settings) -> tuple[Settings, 
 
 def _degraded(settings: Settings) -> dg.AssetCheckResult:
     check = next(c for c in MEMORY_CHECKS if "project_memories_not_degraded" in str(c.check_keys))
-    return check(derived_db=WarehouseResource(database=str(settings.derived_db)))  # type: ignore[call-arg]
+    return check(platform=build_resources(settings)["platform"])  # type: ignore[call-arg]
 
 
 def test_unknown_ids_are_enumerated_then_dropped_counted_and_flagged(

@@ -35,10 +35,7 @@ def _one_project(settings: Settings) -> tuple[Any, str, str]:
 
 
 def _asset_check(settings: Settings) -> Any:
-    resources = build_resources(settings)
-    return memory_store_consistent(  # type: ignore[call-arg]
-        derived_db=resources["derived_db"], vectors=resources["vectors"]
-    )
+    return memory_store_consistent(platform=build_resources(settings)["platform"])  # type: ignore[call-arg]
 
 
 def test_crash_leftovers_are_found_flagged_and_swept(memory_world: Settings) -> None:
