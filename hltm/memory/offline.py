@@ -166,9 +166,9 @@ def facets(payload: Payload) -> Payload:
             continue
         for name, _ in lx.find_terms(lx.LOCATIONS, text):
             bag.add("location", name, source)
-        for place, _ in find_places(text):
-            if not lx.find_terms(lx.LOCATIONS, place):  # a hub already named it
-                bag.add("location", place, source)
+        for place, _ in find_places(text):  # a hub city by its hub name ("Austin, TX" → Austin)
+            hub = lx.find_terms(lx.LOCATIONS, place)
+            bag.add("location", hub[0][0] if hub else place, source)
         for name, _ in lx.find_terms(lx.WORK_MODES, text, negatable=True):
             bag.add("work_mode", name, source)
         for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, text, negatable=True):
