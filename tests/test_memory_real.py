@@ -165,3 +165,33 @@ def test_composer_answers_with_the_best_supporting_span() -> None:
     out = answer(context)
     assert "LGBTQ support group" in out["answer"] and "8 May, 2023" in out["answer"]
     assert out["citation"] == ["project:conv-26-s01"]
+
+
+def test_composer_cites_every_node_whose_sentence_supports_the_answer() -> None:
+    """A fact told in two sessions (LoCoMo conv-26 D3:13 and D4:3) cites both; Caroline's
+    words on something else (D1:3, sharing only her name) are not cited, nor a turn sharing
+    nothing (D3:14); no id outside the context ever is."""
+    case = ROWS["locomo_conv_26_move_from"]
+    caroline = ROWS["locomo_conv_26_session_1"]["turns"][2]
+
+    def item(turn: dict[str, Any]) -> dict[str, Any]:
+        node = f"project:conv-26-s{turn['session']:02d}"
+        return {"node_id": node, "level": "project", "label": f"session {turn['session']}",
+                "question": f"What did {turn['speaker']} say?", "score": 0.8,
+                "answer": f"{turn['speaker']}: {turn['text']}", "source": turn["dia_id"]}  # fmt: skip
+
+    qa = [item(t) for t in case["turns"] if t["dia_id"] != "D3:14"]
+    other = next(t for t in case["turns"] if t["dia_id"] == "D3:14")
+    qa.append(item(other) | {"node_id": "project:conv-26-s98"})
+    qa.append(
+        item(caroline | {"session": 1, "dia_id": "D1:3"}) | {"node_id": "project:conv-26-s99"}
+    )
+    payload = {"question": case["question"], "intent": "lookup", "pairs": [], "facets": [],
+               "summaries": [], "qa": qa}  # fmt: skip
+    out = answer(payload)
+    assert "moved from my home country" in out["answer"]
+    assert out["citation"][0] == "project:conv-26-s03"
+    assert "project:conv-26-s04" in out["citation"]
+    assert not {"project:conv-26-s98", "project:conv-26-s99"} & set(out["citation"])
+    assert len(out["citation"]) <= 3
+    assert set(out["citation"]) <= {q["node_id"] for q in qa}

@@ -102,7 +102,9 @@ _US_PLACE = re.compile(
     rf"(?=([A-Z]{{2}}(?=[^A-Za-z]|$|[A-Z][a-z])|[A-Z][a-z]+(?: [A-Z][a-z]+)?(?![a-zA-Z])))"
 )
 # The same in capitals ("Location: SAN ANTONIO, TX", "in GRAYLING, MICHIGAN"): known pairs only.
-_US_PLACE_CAPS = re.compile(r"(?<![\w-])([A-Z]{3,}(?: [A-Z]{2,}){0,2}),\s?([A-Z]{2}|[A-Z]{4,})(?![A-Za-z])")
+_US_PLACE_CAPS = re.compile(
+    r"(?<![\w-])([A-Z]{3,}(?: [A-Z]{2,}){0,2}),\s?([A-Z]{2}|[A-Z]{4,})(?![A-Za-z])"
+)
 # `City ST` without the comma ("Suite 1150, Raleigh NC"): only a pair GeoNames knows.
 # A city named as the place of the job: "our Culver City office", "the Tulsa branch".
 _OFFICE_CITY = re.compile(
@@ -202,8 +204,10 @@ def find_places(text: str) -> list[tuple[str, int]]:
         if not code or city.casefold() in states:
             continue
         glued_on = text[match.end(2) : match.end(2) + 2]
-        if len(state) == 2 and re.fullmatch(r" [A-Z]", glued_on) and not _known_us_city(
-            city.split(), code
+        if (
+            len(state) == 2
+            and re.fullmatch(r" [A-Z]", glued_on)
+            and not _known_us_city(city.split(), code)
         ):
             continue  # "MS Word, MS Outlook": an unknown town before a code that starts a name
         # "Remote, US" / "Greater Boston, MA": keep the place words only.
