@@ -118,6 +118,10 @@ _IN_CITY = re.compile(
     rf"\b(?:in|near|around|across|throughout|serv(?:e|es|ed|ing))\s+(?:the\s+)?"
     rf"(?:(?:central|downtown|greater|metro|beautiful|sunny|historic)\s+)?({_CITY})"
 )
+# A city named as an area: "the Chamblee/Atlanta area", "Metro-Detroit", "City of Tulsa".
+_AREA_CITY = re.compile(
+    rf"({_CITY})\s(?:metro(?:politan)?\s)?area\b|\b(?:[Cc]ity of|[Mm]etro[- ]|[Gg]reater)\s?({_CITY})"
+)
 _WELL_KNOWN = 100_000  # people: a bare city name counts only for a city this large
 _COUNTRY = re.compile(
     r"(?<![\w.])(United States|USA|U\.S\.A?\.|Canada|United Kingdom|Россия|РФ)(?![\w])"
@@ -234,6 +238,11 @@ def find_places(text: str) -> list[tuple[str, int]]:
             entry = _city_named(head.group(0), anywhere=True)
             if entry:
                 add(_canonical(entry), cue.end())
+    for match in _AREA_CITY.finditer(text):
+        words = re.sub(r"\s(?:Metro|Metropolitan)$", "", match.group(1) or match.group(2))
+        entry = _city_named(re.split(r"[.,;:]\s", words)[0], whole=True)
+        if entry and entry.population >= _WELL_KNOWN:
+            add(_canonical(entry), match.start())
     for match in _IN_CITY.finditer(text):
         words = re.split(r"[.,;:]\s", match.group(1))[0]  # "Austin. We …" ends at the period
         entry = _city_named(words, whole=True)
@@ -256,6 +265,10 @@ def find_places(text: str) -> list[tuple[str, int]]:
             if country:
                 add(country, match.start())
     return sorted(found.items(), key=lambda kv: (kv[1], kv[0]))
+
+
+def is_country(value: str) -> bool:
+    return value.casefold() in _countries()
 
 
 def place_key(value: str) -> tuple[str, str]:
