@@ -195,3 +195,28 @@ def test_composer_cites_every_node_whose_sentence_supports_the_answer() -> None:
     assert not {"project:conv-26-s98", "project:conv-26-s99"} & set(out["citation"])
     assert len(out["citation"]) <= 3
     assert set(out["citation"]) <= {q["node_id"] for q in qa}
+
+
+@pytest.mark.parametrize(
+    "excerpt", ROWS["posting_excerpts"], ids=lambda e: e["source"].rsplit(" ", 1)[-1]
+)
+def test_posting_phrasings_are_read(excerpt: dict[str, Any]) -> None:
+    """Real LinkedIn lines as they come (flattened tables, capitals, no comma, ranges joined by
+    'and', shared thousands): each yields its place, pay or work type; "Furthermore, MEC" (an
+    acronym after a word) is no place."""
+    got = _facets(_payload("p", "", [("d", "job_description", excerpt["text"])]))
+    for field, values in excerpt["expect"].items():
+        assert sorted(got.get(field, [])) == sorted(values), (field, got.get(field))
+
+
+def test_a_region_counts_only_without_a_city() -> None:
+    """postings_linkedin_en.csv job_id 1093227543 sells "in North America and Europe" and is
+    based in Miami: Europe is where it sells, not where the job is."""
+    text = (  # two of its sentences, verbatim
+        "we are currently selling our brands and products mainly in North America and Europe."
+        " we are currently looking a sales associate to be based at our Miami office."
+    )
+    assert _facets(_payload("p", "", [("d", "job_description", text)]))["location"] == ["Miami, FL"]
+    assert _facets(_payload("p", "", [("d", "job_description", "Remote-EU, fully remote")]))[
+        "location"
+    ] == ["Europe"]

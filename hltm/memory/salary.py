@@ -40,11 +40,11 @@ _RANGE = re.compile(
     re.IGNORECASE,
 )
 _PERIODS = (
-    ("hour", r"hour\w*|hrs?(?![a-z])|час\w*"),
+    ("hour", r"hour\w*|hrs?(?-i:(?![a-z]))|час\w*"),
     ("day", r"day\b|daily|день|дн\w*|смен\w*"),
-    ("week", r"week\w*|wk(?![a-z])|недел\w*"),
-    ("month", r"month\w*|mo(?![a-z])|месяц\w*|мес\b\.?"),
-    ("year", r"year\w*|yr(?![a-z])|annum|annual\w*|год\w*"),
+    ("week", r"week\w*|wk(?-i:(?![a-z]))|недел\w*"),
+    ("month", r"month\w*|mo(?-i:(?![a-z]))|месяц\w*|мес\b\.?"),
+    ("year", r"year\w*|yr(?-i:(?![a-z]))|annum|annual\w*|год\w*"),
 )
 _PERIOD_AFTER = re.compile(
     r"^\s*(?:\+\s*)?(?:(?:per|a|an|each|/|в|за)\s?)?(?P<p>"

@@ -409,6 +409,17 @@ class FacetReport:
                 f" {s.precision:6.3f} {s.recall:6.3f} {s.f1:6.3f} {s.labelled:>8} |"
                 f" {b.f1:6.3f} {b.labelled:>14}"
             )
+        lines.append(
+            "Every labelled posting counts, so a posting whose text does not state the value is a"
+            " miss for any text reader: over every posting, recall is bounded by (text states it"
+            " n) / (labelled n), e.g. "
+            + ", ".join(
+                f"{a.name} {s.labelled / a.labelled:.2f}"
+                for a, s in zip(self.all_rows, self.stated_rows, strict=True)
+                if a.labelled and a.name != "skills"
+            )
+            + "."
+        )
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
