@@ -11,8 +11,9 @@ It receives exactly what an LLM would (the question, its parsed pairs, and the r
   supported as the best are kept.
 * find_projects ("which projects hire X in Y?") — every project in the context whose memory
   states all the valued pairs (facet values first, then its QA answers, summary and passages).
-* lookup — the context sentence (of prepared answers, summaries, passages) that shares most of
-  the question's terms, citing its node; else the best prepared QA answer or summary.
+* lookup — the context sentence (of prepared answers, summaries, passages) closest to the
+  question in meaning (bundled e5) and terms, citing its node and every other node whose best
+  sentence is nearly as close (at most 3); else the best prepared QA answer or summary.
 """
 
 from __future__ import annotations
@@ -362,7 +363,7 @@ def supporting_spans(payload: Payload, question: str) -> list[tuple[str, str, fl
 
 
 def _lookup(payload: Payload) -> Payload:
-    """The best supporting sentence of the context, citing the node that holds it."""
+    """The best supporting sentence of the context, citing the nodes that hold support."""
     question = str(payload.get("question") or "")
     found = supporting_spans(payload, question)
     if found:
