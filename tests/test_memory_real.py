@@ -165,3 +165,58 @@ def test_composer_answers_with_the_best_supporting_span() -> None:
     out = answer(context)
     assert "LGBTQ support group" in out["answer"] and "8 May, 2023" in out["answer"]
     assert out["citation"] == ["project:conv-26-s01"]
+
+
+def test_composer_cites_every_node_whose_sentence_supports_the_answer() -> None:
+    """A fact told in two sessions (LoCoMo conv-26 D3:13 and D4:3) cites both; Caroline's
+    words on something else (D1:3, sharing only her name) are not cited, nor a turn sharing
+    nothing (D3:14); no id outside the context ever is."""
+    case = ROWS["locomo_conv_26_move_from"]
+    caroline = ROWS["locomo_conv_26_session_1"]["turns"][2]
+
+    def item(turn: dict[str, Any]) -> dict[str, Any]:
+        node = f"project:conv-26-s{turn['session']:02d}"
+        return {"node_id": node, "level": "project", "label": f"session {turn['session']}",
+                "question": f"What did {turn['speaker']} say?", "score": 0.8,
+                "answer": f"{turn['speaker']}: {turn['text']}", "source": turn["dia_id"]}  # fmt: skip
+
+    qa = [item(t) for t in case["turns"] if t["dia_id"] != "D3:14"]
+    other = next(t for t in case["turns"] if t["dia_id"] == "D3:14")
+    qa.append(item(other) | {"node_id": "project:conv-26-s98"})
+    qa.append(
+        item(caroline | {"session": 1, "dia_id": "D1:3"}) | {"node_id": "project:conv-26-s99"}
+    )
+    payload = {"question": case["question"], "intent": "lookup", "pairs": [], "facets": [],
+               "summaries": [], "qa": qa}  # fmt: skip
+    out = answer(payload)
+    assert "moved from my home country" in out["answer"]
+    assert out["citation"][0] == "project:conv-26-s03"
+    assert "project:conv-26-s04" in out["citation"]
+    assert not {"project:conv-26-s98", "project:conv-26-s99"} & set(out["citation"])
+    assert len(out["citation"]) <= 3
+    assert set(out["citation"]) <= {q["node_id"] for q in qa}
+
+
+@pytest.mark.parametrize(
+    "excerpt", ROWS["posting_excerpts"], ids=lambda e: e["source"].rsplit(" ", 1)[-1]
+)
+def test_posting_phrasings_are_read(excerpt: dict[str, Any]) -> None:
+    """Real LinkedIn lines as they come (flattened tables, capitals, no comma, ranges joined by
+    'and', shared thousands): each yields its place, pay or work type; "Furthermore, MEC" (an
+    acronym after a word) is no place."""
+    got = _facets(_payload("p", "", [("d", "job_description", excerpt["text"])]))
+    for field, values in excerpt["expect"].items():
+        assert sorted(got.get(field, [])) == sorted(values), (field, got.get(field))
+
+
+def test_a_region_counts_only_without_a_city() -> None:
+    """postings_linkedin_en.csv job_id 1093227543 sells "in North America and Europe" and is
+    based in Miami: Europe is where it sells, not where the job is."""
+    text = (  # two of its sentences, verbatim
+        "we are currently selling our brands and products mainly in North America and Europe."
+        " we are currently looking a sales associate to be based at our Miami office."
+    )
+    assert _facets(_payload("p", "", [("d", "job_description", text)]))["location"] == ["Miami, FL"]
+    assert _facets(_payload("p", "", [("d", "job_description", "Remote-EU, fully remote")]))[
+        "location"
+    ] == ["Europe"]

