@@ -145,8 +145,21 @@ class MiniLMOnnxInt8:
         sample = self._tokenizer(["an example"], return_tensors="pt")
         names = ["input_ids", "attention_mask", "token_type_ids"]
         axes = {n: {0: "batch", 1: "tokens"} for n in names}
+
+        class Encoder(torch.nn.Module):  # keyword arguments: BertModel.forward's order varies
+            def __init__(self) -> None:
+                super().__init__()
+                self.bert = model
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                return self.bert(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    token_type_ids=token_type_ids,
+                ).last_hidden_state
+
         torch.onnx.export(
-            model,
+            Encoder(),
             tuple(sample[n] for n in names),
             str(fp32),
             input_names=names,
