@@ -20,9 +20,10 @@ grammar enforces them), and checked again in code, with the parents' minimum sup
 dropped (unknown ids, too little support, the prompt's own examples echoed back) is counted per
 node, in its report and in the store, for the degraded-node check. Nodes of one level are built
 with up to `workers` LLM calls in flight (the backend's concurrency by default: 1 offline, more
-against a remote endpoint), a leaf's QA and summary calls side by side; every embedding and store
-write stays in the calling thread (one DuckDB writer), which stores finished nodes while the
-others' calls are still in flight. What is stored does not depend on `workers`.
+against a remote endpoint), a leaf's QA and summary calls side by side; embedding and every store
+write stay in the calling thread (one DuckDB writer), which embeds finished nodes while the
+others' calls are still in flight and stores the batch in one write. What is stored does not
+depend on `workers`.
 Full plans first `reconcile()` the two stores: orphan vector items are swept and nodes whose
 items are missing are re-indexed from their stored rows.
 """
@@ -302,16 +303,18 @@ class MemoryBuilder:
         ids = sorted(set(node_ids))
         for start in range(0, len(ids), self.config.batch_size):
             batch = ids[start : start + self.config.batch_size]
-            reports.extend(self._run_batch(level, batch, on_node))
+            batch_reports = self._run_batch(level, batch)
+            for r in batch_reports:
+                if on_node:
+                    on_node(r)
+            reports.extend(batch_reports)
         return reports
 
     # ---- one batch -----------------------------------------------------------------------------
 
-    def _run_batch(
-        self, level: str, node_ids: list[str], on_node: OnNode | None
-    ) -> list[NodeReport]:
-        """Build the stale nodes of a batch, storing each group of finished nodes as it comes
-        (reported to `on_node` once stored); returns every node's report, in id order."""
+    def _run_batch(self, level: str, node_ids: list[str]) -> list[NodeReport]:
+        """Build the stale nodes of a batch (embedding finished ones while the others' calls
+        go on) and store them in one write; every node's report, in id order."""
         cfg = self.version_config()
         jobs: list[_Job] = []
         reports: list[NodeReport] = []
@@ -340,7 +343,7 @@ class MemoryBuilder:
                     jobs.append(_Job(node.placement, "", {}, kids[nid], node.fingerprint))
             con.execute("COMMIT")
         if gone:
-            reports.extend(self.delete(gone, on_node))
+            reports.extend(self.delete(gone))
         # One read of the store: what these nodes are now, and their children's memories.
         built, stored = self.store.read(node_ids, {k for j in jobs for k in j.child_ids})
         if level != "project" and jobs:
@@ -365,22 +368,26 @@ class MemoryBuilder:
                 )
             else:
                 todo.append(job)
-        for r in reports:
-            if on_node and r.status == "current":
-                on_node(r)
 
-        def store(outcomes: list[_Outcome]) -> None:
-            self._store(outcomes, built)
-            for outcome in outcomes:
-                reports.append(outcome.report)
-                if on_node:
-                    on_node(outcome.report)
+        outcomes: list[_Outcome] = []
+        entries: list[tuple[MemoryNode, np.ndarray]] = []
 
-        self._compute(todo, built, store)
+        def embed(group: list[_Outcome]) -> None:
+            outcomes.extend(group)
+            entries.extend(self._embed_built(group))
+
+        self._compute(todo, built, embed)
+        # One write for the batch, in id order whatever order the nodes finished in: Chroma's
+        # embedded client holds the interpreter lock while it adds, so adding group by group
+        # would stall the calls in flight as long, and cost more.
+        drops = {o.report.node_id: o.report.drops for o in outcomes if o.node is not None}
+        entries.sort(key=lambda e: e[0].node_id)
+        self.store.write(entries, old=built, drops=drops)
+        reports.extend(o.report for o in outcomes)
         return sorted(reports, key=lambda r: (r.status != "deleted", r.node_id))
 
-    def _store(self, outcomes: list[_Outcome], built: dict[str, BuiltNode]) -> None:
-        """Embed and store the nodes that were built (one batch: one embedding call, one write)."""
+    def _embed_built(self, outcomes: list[_Outcome]) -> list[tuple[MemoryNode, np.ndarray]]:
+        """The search items' vectors of the nodes that were built (one embedding call)."""
         done = [o for o in outcomes if o.node is not None]
         texts_per_node = [[t for _, _, t, _ in o.node.search_items()] for o in done]  # type: ignore[union-attr]
         started = time.perf_counter()
@@ -396,8 +403,7 @@ class MemoryBuilder:
             outcome.report.seconds += share
             entries.append((outcome.node, vectors[offset : offset + len(texts)]))  # type: ignore[arg-type]
             offset += len(texts)
-        drops = {o.report.node_id: o.report.drops for o in done}
-        self.store.write(entries, old=built, drops=drops)
+        return entries
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, dict[str, int]]:
         """All texts of a batch in one call; also which ones the model actually had to embed."""
@@ -417,37 +423,42 @@ class MemoryBuilder:
         self,
         jobs: list[_Job],
         built: dict[str, BuiltNode],
-        store: Callable[[list[_Outcome]], None],
+        take: Callable[[list[_Outcome]], None],
     ) -> None:
-        """The nodes' LLM work, handed to `store` in groups as nodes finish (by id in a group).
+        """The nodes' LLM work, handed to `take` in groups as nodes finish.
 
         One worker: one node at a time, one group. More: `workers` nodes at once, a leaf's QA
         and summary side by side, and never more than `workers` requests in flight (a shared
-        slot per request, so a retry's pause holds none); this thread stores each group while
-        the other nodes' calls go on. A group is whatever finished meanwhile."""
+        slot per request, so a retry's pause holds none); this thread takes each group of at
+        least `workers` finished nodes (embedding them) while the other nodes' calls go on."""
         if self.workers <= 1 or len(jobs) <= 1:
             outcomes = [self._build_one(job, built, self.llm.backend) for job in jobs]
             self._absorb(outcomes)
-            store(outcomes)
+            take(outcomes)
             return
         backend = _Slotted(self.llm.backend, threading.BoundedSemaphore(self.workers))
+        # More nodes than slots under way, so a node busy between its calls (cleaning its
+        # facets) leaves its slot to a waiting request instead of idle.
+        threads = 2 * self.workers
         with (
-            ThreadPoolExecutor(self.workers, thread_name_prefix="memory-node") as nodes,
-            ThreadPoolExecutor(self.workers, thread_name_prefix="memory-call") as calls,
+            ThreadPoolExecutor(threads, thread_name_prefix="memory-node") as nodes,
+            ThreadPoolExecutor(threads, thread_name_prefix="memory-call") as calls,
         ):
             pending: set[Future[_Outcome]] = {
                 nodes.submit(self._build_one, job, built, backend, calls) for job in jobs
             }
+            ready: list[_Outcome] = []
             try:
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    outcomes = sorted(
-                        (f.result() for f in finished), key=lambda o: o.report.node_id
-                    )
-                    self._absorb(outcomes)
-                    store(outcomes)
+                    ready += (f.result() for f in finished)
+                    if len(ready) >= self.workers or not pending:
+                        ready.sort(key=lambda o: o.report.node_id)
+                        self._absorb(ready)
+                        take(ready)
+                        ready = []
             finally:
-                for future in pending:  # storing failed: start no more nodes
+                for future in pending:  # taking failed: start no more nodes
                     future.cancel()
 
     def _absorb(self, outcomes: list[_Outcome]) -> None:
