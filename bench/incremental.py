@@ -9,7 +9,9 @@ With ``--concurrency`` the bench instead times full rebuilds (`rebuild_memory_tr
 real `openai` client against the local protocol server, which answers every call after a fixed
 delay (``--llm-delay-ms``, like a remote model), once per concurrency level (the memory build's
 `workers`), each on a fresh memory store with the same warm embedding cache (so embedding does
-not hide the LLM-bound part). It prints the wall times side by side, checks that every level
+not hide the LLM-bound part). Only the rebuild run is timed: the Dagster instance is made before,
+and one leaf is built through the server first (its process loads its rules' tables on its first
+answers, as a remote model has its weights loaded). It prints the wall times side by side, checks that every level
 stored byte-identical trees (DuckDB rows and Chroma items with their vectors), and ends with one
 JSON line: {"speedup_8_vs_1": …, "identical": true, …}. It defaults to the demo world (60
 projects, 195 LLM calls: about a minute at 300 ms per call with 1 worker).
