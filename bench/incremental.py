@@ -9,7 +9,9 @@ With ``--concurrency`` the bench instead times full rebuilds (`rebuild_memory_tr
 real `openai` client against the local protocol server, which answers every call after a fixed
 delay (``--llm-delay-ms``, like a remote model), once per concurrency level (the memory build's
 `workers`), each on a fresh memory store with the same warm embedding cache (so embedding does
-not hide the LLM-bound part). It prints the wall times side by side, checks that every level
+not hide the LLM-bound part). Only the rebuild run is timed: the Dagster instance is made before,
+and one leaf is built through the server first (its process loads its rules' tables on its first
+answers, as a remote model has its weights loaded). It prints the wall times side by side, checks that every level
 stored byte-identical trees (DuckDB rows and Chroma items with their vectors), and ends with one
 JSON line: {"speedup_8_vs_1": …, "identical": true, …}. It defaults to the demo world (60
 projects, 195 LLM calls: about a minute at 300 ms per call with 1 worker).
@@ -52,6 +54,7 @@ sys.path.insert(0, str(REPO))
 
 from assets.memory import MEMORY_ASSETS, MEMORY_JOBS  # noqa: E402
 from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
+from hltm.memory.models import node_id_for  # noqa: E402
 from hltm.memory.scenarios import change_project, read_world  # noqa: E402
 from hltm.memory.store import StoreSnapshot  # noqa: E402
 from hltm.settings import Settings  # noqa: E402
@@ -167,10 +170,12 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
     snapshots: list[StoreSnapshot] = []
     with protocol_server(args.llm_delay_ms) as base_url:
         stats_url = base_url.removesuffix("/v1") + "/_stats"
-        for workers in args.concurrency:
+
+        def settings_for(name: str, workers: int) -> Settings:
+            """A fresh data directory: the sources and the warm embedding cache, no memory."""
             settings = replace(
                 warm,
-                data_dir=workdir / f"workers-{workers}",
+                data_dir=workdir / name,
                 llm_backend="openai",
                 openai_base_url=base_url,
                 openai_api_key="bench",
@@ -178,15 +183,26 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
             )
             settings.data_dir.mkdir(parents=True)
             shutil.copy(warm.sources_db, settings.sources_db)
-            shutil.copy(warm.derived_db, settings.derived_db)  # the embedding cache, warm
-            builder_from_settings(settings).store.clear()  # …but no memory node
+            shutil.copy(warm.derived_db, settings.derived_db)
+            builder_from_settings(settings).store.clear()
+            return settings
+
+        # One leaf through the server first, untimed: the server process loads its rules'
+        # tables on its first answers (a remote model has its weights loaded already).
+        builder_from_settings(settings_for("warm-up", 1)).run_level(
+            "project", [node_id_for("project", min(world.projects))]
+        )
+        for workers in args.concurrency:
+            settings = settings_for(f"workers-{workers}", workers)
             resources = build_resources(settings, memory_tree=MemoryTreeResource(workers=workers))
             defs = dg.Definitions(assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, resources=resources)
+            job = defs.get_job_def("rebuild_memory_tree")
+            instance = dg.DagsterInstance.ephemeral()  # set-up, not part of a rebuild
             print(f"full rebuild with {workers} LLM call(s) in flight …", flush=True)
             httpx.delete(stats_url, timeout=10)
             started, cpu = time.perf_counter(), time.process_time()
-            result = defs.get_job_def("rebuild_memory_tree").execute_in_process(
-                instance=dg.DagsterInstance.ephemeral(),
+            result = job.execute_in_process(
+                instance=instance,
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
             )
             seconds = time.perf_counter() - started

@@ -127,12 +127,12 @@ class CachedEmbedder:
 
     def _load(self, hashes: list[str]) -> None:
         with connect(self.cache_db) as con:
-            con.execute("CREATE TEMP TABLE wanted (text_hash VARCHAR)")
-            con.executemany("INSERT INTO wanted VALUES (?)", [[h] for h in hashes])
+            # One list parameter, not a row per hash (executemany: ~1 ms a row).
             rows = con.execute(
-                "SELECT c.text_hash, c.vector FROM embedding_cache c JOIN wanted w"
+                "SELECT c.text_hash, c.vector FROM embedding_cache c"
+                " JOIN (SELECT unnest(?::VARCHAR[]) AS text_hash) w"
                 " USING (text_hash) WHERE c.model = ?",
-                [self.model_name],
+                [hashes, self.model_name],
             ).fetchall()
         for h, vector in rows:
             self._known.add(h)

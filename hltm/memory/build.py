@@ -20,7 +20,10 @@ grammar enforces them), and checked again in code, with the parents' minimum sup
 dropped (unknown ids, too little support, the prompt's own examples echoed back) is counted per
 node, in its report and in the store, for the degraded-node check. Nodes of one level are built
 with up to `workers` LLM calls in flight (the backend's concurrency by default: 1 offline, more
-against a remote endpoint); every store write stays in the calling thread (one DuckDB writer).
+against a remote endpoint), a leaf's QA and summary calls side by side; embedding and every store
+write stay in the calling thread (one DuckDB writer), which embeds finished nodes while the
+others' calls are still in flight and stores the batch in one write. What is stored does not
+depend on `workers`.
 Full plans first `reconcile()` the two stores: orphan vector items are swept and nodes whose
 items are missing are re-indexed from their stored rows.
 """
@@ -28,18 +31,20 @@ items are missing are re-indexed from their stored rows.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder
-from hltm.llm import LLM, LLMUsage, Task
+from hltm.llm import LLM, Backend, LLMUsage, Task
 from hltm.memory import lexicon as lx
 from hltm.memory import tasks
 from hltm.memory.hints import NO_HINTS, Hints
@@ -308,6 +313,8 @@ class MemoryBuilder:
     # ---- one batch -----------------------------------------------------------------------------
 
     def _run_batch(self, level: str, node_ids: list[str]) -> list[NodeReport]:
+        """Build the stale nodes of a batch (embedding finished ones while the others' calls
+        go on) and store them in one write; every node's report, in id order."""
         cfg = self.version_config()
         jobs: list[_Job] = []
         reports: list[NodeReport] = []
@@ -362,15 +369,33 @@ class MemoryBuilder:
             else:
                 todo.append(job)
 
-        results = self._compute(todo, built)
-        done = [(job, o) for job, o in zip(todo, results, strict=True) if o.node is not None]
-        texts_per_node = [[t for _, _, t, _ in o.node.search_items()] for _, o in done]  # type: ignore[union-attr]
+        outcomes: list[_Outcome] = []
+        entries: list[tuple[MemoryNode, np.ndarray]] = []
+
+        def embed(group: list[_Outcome]) -> None:
+            outcomes.extend(group)
+            entries.extend(self._embed_built(group))
+
+        self._compute(todo, built, embed)
+        # One write for the batch, in id order whatever order the nodes finished in: Chroma's
+        # embedded client holds the interpreter lock while it adds, so adding group by group
+        # would stall the calls in flight as long, and cost more.
+        drops = {o.report.node_id: o.report.drops for o in outcomes if o.node is not None}
+        entries.sort(key=lambda e: e[0].node_id)
+        self.store.write(entries, old=built, drops=drops)
+        reports.extend(o.report for o in outcomes)
+        return sorted(reports, key=lambda r: (r.status != "deleted", r.node_id))
+
+    def _embed_built(self, outcomes: list[_Outcome]) -> list[tuple[MemoryNode, np.ndarray]]:
+        """The search items' vectors of the nodes that were built (one embedding call)."""
+        done = [o for o in outcomes if o.node is not None]
+        texts_per_node = [[t for _, _, t, _ in o.node.search_items()] for o in done]  # type: ignore[union-attr]
         started = time.perf_counter()
         vectors, embedded = self._embed([t for texts in texts_per_node for t in texts])
         share = (time.perf_counter() - started) / max(1, len(done))
         entries: list[tuple[MemoryNode, np.ndarray]] = []
         offset = 0
-        for (_, outcome), texts in zip(done, texts_per_node, strict=True):
+        for outcome, texts in zip(done, texts_per_node, strict=True):
             # Each text the model really embedded is charged to the first node that needed it.
             outcome.report.embedding_calls = sum(
                 1 for t in dict.fromkeys(texts) if embedded.pop(t, 0)
@@ -378,10 +403,7 @@ class MemoryBuilder:
             outcome.report.seconds += share
             entries.append((outcome.node, vectors[offset : offset + len(texts)]))  # type: ignore[arg-type]
             offset += len(texts)
-        reports.extend(o.report for o in results)
-        drops = {o.report.node_id: o.report.drops for _, o in done}
-        self.store.write(entries, old=built, drops=drops)
-        return sorted(reports, key=lambda r: (r.status != "deleted", r.node_id))
+        return entries
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, dict[str, int]]:
         """All texts of a batch in one call; also which ones the model actually had to embed."""
@@ -397,20 +419,61 @@ class MemoryBuilder:
     def workers(self) -> int:
         return self.config.workers or self.llm.concurrency
 
-    def _compute(self, jobs: list[_Job], built: dict[str, BuiltNode]) -> list[_Outcome]:
-        """Each node's LLM calls, up to `workers` nodes at once; results in job order."""
-        if self.workers > 1 and len(jobs) > 1:
-            with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                outcomes = list(pool.map(lambda j: self._build_one(j, built), jobs))
-        else:
-            outcomes = [self._build_one(job, built) for job in jobs]
+    def _compute(
+        self,
+        jobs: list[_Job],
+        built: dict[str, BuiltNode],
+        take: Callable[[list[_Outcome]], None],
+    ) -> None:
+        """The nodes' LLM work, handed to `take` in groups as nodes finish.
+
+        One worker: one node at a time, one group. More: `workers` nodes at once, a leaf's QA
+        and summary side by side, and never more than `workers` requests in flight (a shared
+        slot per request, so a retry's pause holds none); this thread takes each group of at
+        least `workers` finished nodes (embedding them) while the other nodes' calls go on."""
+        if self.workers <= 1 or len(jobs) <= 1:
+            outcomes = [self._build_one(job, built, self.llm.backend) for job in jobs]
+            self._absorb(outcomes)
+            take(outcomes)
+            return
+        backend = _Slotted(self.llm.backend, threading.BoundedSemaphore(self.workers))
+        # More nodes than slots under way, so a node busy between its calls (cleaning its
+        # facets) leaves its slot to a waiting request instead of idle.
+        threads = 2 * self.workers
+        with (
+            ThreadPoolExecutor(threads, thread_name_prefix="memory-node") as nodes,
+            ThreadPoolExecutor(threads, thread_name_prefix="memory-call") as calls,
+        ):
+            pending: set[Future[_Outcome]] = {
+                nodes.submit(self._build_one, job, built, backend, calls) for job in jobs
+            }
+            ready: list[_Outcome] = []
+            try:
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    ready += (f.result() for f in finished)
+                    if len(ready) >= self.workers or not pending:
+                        ready.sort(key=lambda o: o.report.node_id)
+                        self._absorb(ready)
+                        take(ready)
+                        ready = []
+            finally:
+                for future in pending:  # taking failed: start no more nodes
+                    future.cancel()
+
+    def _absorb(self, outcomes: list[_Outcome]) -> None:
         for outcome in outcomes:  # fold per-node usage into the shared counters
             self.llm.absorb(outcome.usage)
-        return outcomes
 
-    def _build_one(self, job: _Job, built: dict[str, BuiltNode]) -> _Outcome:
+    def _build_one(
+        self,
+        job: _Job,
+        built: dict[str, BuiltNode],
+        backend: Backend,
+        side: Executor | None = None,
+    ) -> _Outcome:
         placement = job.placement
-        node_llm = LLM(backend=self.llm.backend, model=self.llm.model)
+        node_llm = LLM(backend=backend, model=self.llm.model)
         before = built.get(placement.node_id)
         report = NodeReport(
             placement.node_id,
@@ -425,7 +488,7 @@ class MemoryBuilder:
         try:
             if placement.level == "project":
                 node, report.drops = build_project(
-                    node_llm, placement, job.version, job.inputs, self.hints
+                    node_llm, placement, job.version, job.inputs, self.hints, side
                 )
             else:
                 node, report.drops = build_parent(
@@ -454,6 +517,26 @@ class MemoryBuilder:
         report.completion_tokens = usage.completion_tokens
         report.seconds = time.perf_counter() - started
         return _Outcome(node, report, usage)
+
+
+class _Slotted:
+    """A backend whose requests each wait for one of a shared set of slots: the bound on LLM
+    calls in flight across every thread of a build. Anything else is the backend's own."""
+
+    def __init__(self, backend: Backend, slots: threading.BoundedSemaphore) -> None:
+        self._backend = backend
+        self._slots = slots
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._backend, name)
+        if name not in ("send", "complete"):
+            return attr
+
+        def bounded(*args: Any) -> Any:
+            with self._slots:
+                return attr(*args)
+
+        return bounded
 
 
 class _Recorder:
@@ -619,9 +702,15 @@ def _clean_qa(
 
 
 def build_project(
-    llm: LLM, placement: Placement, version: str, inputs: dict[str, Any], hints: Hints
+    llm: LLM,
+    placement: Placement,
+    version: str,
+    inputs: dict[str, Any],
+    hints: Hints,
+    side: Executor | None = None,
 ) -> tuple[MemoryNode, Drops]:
-    """A leaf's F/Q/S from its own source data: three LLM calls (facets, then QA and summary)."""
+    """A leaf's F/Q/S from its own source data: three LLM calls (facets, then QA and summary,
+    which need only the facets: the summary runs on `side` meanwhile, when one is given)."""
     nid = placement.node_id
     hint_payload = hints.as_payload()
     known = _known_project_ids(inputs)
@@ -639,16 +728,25 @@ def build_project(
     facet_payload = [
         {"field": f.field, "value": f.value, "sources": list(f.sources)} for f in facets
     ]
-    qa_out: QAOutput = llm.run(
-        tasks.QA,
-        {**inputs, "facets": facet_payload, "hints": hint_payload},
-        context=nid,
-        choices=ids,
-    )
-    summary_out: SummaryOutput = llm.run(
-        tasks.SUMMARY,
-        {**inputs, "facets": facet_payload, "hints": {"attributes": hint_payload["attributes"]}},
-        context=nid,
+    summary_payload = {
+        **inputs,
+        "facets": facet_payload,
+        "hints": {"attributes": hint_payload["attributes"]},
+    }
+    summary_call = partial(llm.run, tasks.SUMMARY, summary_payload, context=nid)
+    summary_later = side.submit(summary_call) if side is not None else None
+    try:
+        qa_out: QAOutput = llm.run(
+            tasks.QA,
+            {**inputs, "facets": facet_payload, "hints": hint_payload},
+            context=nid,
+            choices=ids,
+        )
+    finally:
+        if summary_later is not None:
+            wait([summary_later])  # its requests are this node's, whatever QA's fate
+    summary_out: SummaryOutput = (
+        summary_later.result() if summary_later is not None else summary_call()
     )
     pairs = _clean_qa(
         [(q.question, q.answer, q.rationale, q.source, [q.source]) for q in qa_out.pairs],
