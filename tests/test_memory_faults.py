@@ -40,7 +40,7 @@ def remote(memory_world: Settings, server: LocalOpenAIServer) -> Settings:
         memory_world,
         llm_backend="openai",
         openai_base_url=server.base_url,
-        llm_timeout_s=1.0,
+        llm_timeout_s=3.0,  # well above a loaded machine's answer time; the timeout fault waits longer
         llm_max_retries=2,
     )
 
@@ -69,7 +69,7 @@ def test_transient_faults_are_retried(remote: Settings, server: LocalOpenAIServe
     # One call meets three transport faults in a row (we retry: 429, 500, a timeout)…
     server.inject("http_429", times=1, match=about(0), retry_after_s=0.01)
     server.inject("http_500", times=1, match=about(0), retry_after_s=0.01)
-    server.inject("timeout", times=1, match=about(0), delay_s=1.5)
+    server.inject("timeout", times=1, match=about(0), delay_s=4.0)
     # …and four others get one unusable answer each (we re-ask).
     for i, kind in enumerate(["malformed_json", "truncated_json", "finish_length"], 1):
         server.inject(kind, times=1, match=about(i))

