@@ -5,6 +5,7 @@ from __future__ import annotations
 from hltm.llm import load_task
 from hltm.memory import offline
 from hltm.memory.models import AggregateOutput, FacetsOutput, QAOutput, SummaryOutput
+from hltm.memory.places import load_gazetteer
 
 FACETS = load_task("facets", FacetsOutput, offline.facets)
 QA = load_task("qa", QAOutput, offline.qa)
@@ -17,3 +18,9 @@ PARENT_TASKS = (AGGREGATE,)
 
 def prompt_versions() -> dict[str, str]:
     return {t.name: t.version for t in (*PROJECT_TASKS, *PARENT_TASKS)}
+
+
+def warm_up() -> None:
+    """The offline rules' place tables, built before a server's first answer (see
+    `hltm.testing.openai_server.import_task_modules`)."""
+    load_gazetteer()

@@ -115,7 +115,6 @@ from hltm.llm import (
     task_for_schema,
     task_for_system_prompt,
 )
-from hltm.memory.places import load_gazetteer
 from hltm.tokens import count_tokens
 
 log = logging.getLogger("hltm.testing.openai_server")  # also when run as __main__
@@ -657,7 +656,6 @@ class LocalOpenAIServer:
         if self._thread is not None:
             raise RuntimeError("the server is already running")
         self._stopping.clear()
-        load_gazetteer()  # the offline rules' tables, before the first answer
         self._sock = self._bind()
         self._server = self._make_server()
         sock, server = self._sock, self._server
@@ -1091,18 +1089,23 @@ def _fault_fields(spec: Any) -> dict[str, Any]:
 def import_task_modules(names: Iterable[str]) -> list[str]:
     """Import modules whose import registers tasks; skip (with a log line) those that don't exist.
 
-    A module that exists but fails to import is a real error and is raised.
+    A module that exists but fails to import is a real error and is raised. A module's
+    ``warm_up()``, if it has one, runs now: the server loads what its rules need before the
+    first answer, as a model server loads its weights.
     """
     imported = []
     for name in names:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as err:
             missing = err.name or ""
             if missing and (name == missing or name.startswith(missing + ".")):
                 log.warning("task module %s not found; its tasks are not served (skipped)", name)
                 continue
             raise
+        warm_up = getattr(module, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
         imported.append(name)
         log.info("task module %s imported", name)
     return imported
