@@ -45,7 +45,7 @@ import numpy as np
 from hltm.memory.models import QA, Facet, MemoryNode, Placement, canonical_json
 from hltm.memory.tree import BuiltNode
 from hltm.vectors import VectorStore, collection_name
-from hltm.warehouse import connect
+from hltm.warehouse import connect, insert_rows
 
 MEMORY_TABLE = "memory_nodes"
 QUALITY_TABLE = "memory_node_quality"
@@ -396,14 +396,13 @@ class MemoryStore:
             if (d := (drops or {}).get(n.node_id)) is not None
         ]
         columns = ", ".join(CONTENT_COLUMNS)
-        placeholders = ", ".join("?" for _ in CONTENT_COLUMNS)
         with connect(self.derived_db) as con:
             self._ensure(con)
             con.execute("BEGIN TRANSACTION")
             con.execute(
                 f"CREATE TEMP TABLE incoming_nodes AS SELECT {columns} FROM {MEMORY_TABLE} LIMIT 0"
             )
-            con.executemany(f"INSERT INTO incoming_nodes VALUES ({placeholders})", rows)
+            insert_rows(con, "INSERT INTO incoming_nodes", rows)
             con.execute(
                 f"INSERT OR REPLACE INTO {MEMORY_TABLE} ({columns}, built_at)"
                 f" SELECT {columns}, now() FROM incoming_nodes"
@@ -413,8 +412,7 @@ class MemoryStore:
                 f"DELETE FROM {QUALITY_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
                 [sorted(new_version)],
             )
-            if quality:
-                con.executemany(f"INSERT INTO {QUALITY_TABLE} VALUES (?, ?, ?, ?, ?)", quality)
+            insert_rows(con, f"INSERT INTO {QUALITY_TABLE}", quality)
             con.execute("COMMIT")
 
         for cid in sorted(stale):
