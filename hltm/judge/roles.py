@@ -221,53 +221,19 @@ def role_words(title: str) -> set[str]:
     return words
 
 
-# Job words that name a rank or a generic function, not a trade: "Sales *Representative*",
-# "Human Resources *Manager*". A resume of the trade uses the trade's own words throughout.
+# Job words that name a generic function, not a trade: "Sales *Representative*", "Human
+# Resources *Manager*" (`role_words` has already dropped the levels: senior, lead, staff …).
+# A resume of the trade uses the trade's own words throughout.
 GENERIC_ROLE_WORDS = frozenset(
     stem(w)
     for w in [
-        "manager",
-        "specialist",
-        "associate",
-        "representative",
-        "rep",
-        "assistant",
-        "coordinator",
-        "officer",
-        "director",
-        "head",
-        "lead",
-        "executive",
-        "consultant",
-        "worker",
-        "member",
-        "clerk",
-        "agent",
-        "advisor",
-        "administrator",
-        "supervisor",
-        "technician",
-        "staff",
-        "senior",
-        "junior",
-        "professional",
-        "engineer",
-        "analyst",
-        "менеджер",
-        "специалист",
-        "ассистент",
-        "помощник",
-        "руководитель",
-        "директор",
-        "консультант",
-        "сотрудник",
-        "инженер",
-        "аналитик",
-        "ведущий",
-        "старший",
-        "младший",
+        "manager", "specialist", "associate", "representative", "rep", "assistant",
+        "coordinator", "officer", "director", "head", "executive", "consultant", "worker",
+        "member", "clerk", "agent", "advisor", "administrator", "supervisor", "technician",
+        "professional", "engineer", "analyst", "менеджер", "специалист", "ассистент",
+        "помощник", "руководитель", "директор", "консультант", "сотрудник", "инженер", "аналитик",
     ]
-)
+)  # fmt: skip
 TERM_SATURATION = 4  # mentions of a trade word that count as "writes about this trade"
 
 
