@@ -43,7 +43,7 @@ from hltm.tokens import count_tokens
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 INPUT_FENCE = "```json"
 # The offline rules' model id is in every score's cache key: bump it when the rules change a verdict.
-DETERMINISTIC_MODEL = "deterministic-rules-v2"
+DETERMINISTIC_MODEL = "deterministic-rules-v3"
 # Per-message framing tokens in the chat format (OpenAI's counting recipe).
 _TOKENS_PER_MESSAGE = 3
 

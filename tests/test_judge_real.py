@@ -10,10 +10,17 @@ from typing import Any
 
 import pytest
 
-from hltm.judge.heuristic import judge_offline
+from hltm.judge.heuristic import SAME_ROLE, judge_offline
 from hltm.judge.quotes import apply_validation
 from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
-from hltm.judge.roles import trade_presence, trade_terms, word_counts
+from hltm.judge.roles import (
+    semantic_role_match,
+    title_calibration,
+    trade_presence,
+    trade_terms,
+    word_counts,
+)
+from hltm.judge.semantic import ROLE_FLOOR
 from hltm.judge.tasks import JudgeVerdict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge"
@@ -176,3 +183,27 @@ def test_the_trade_is_read_from_the_resume_own_words_not_only_its_titles() -> No
         for ln in ACCOUNTANT.split("\n")
     )
     assert _judge(untitled).role.score > _judge(LINE_ATTENDANT).role.score
+
+
+def test_each_vacancy_title_gets_its_own_floor_for_other_jobs() -> None:
+    # e5 puts "Staff Accountant" nearer to any job than "Business Development Manager": with
+    # one fixed floor a consultant or a stock clerk read as an accountant's role
+    floor_acc, _ = title_calibration("Staff Accountant")
+    floor_bdm, _ = title_calibration("Business Development Manager (BDM)")
+    assert floor_acc > floor_bdm >= ROLE_FLOOR
+
+    def role(vacancy: str, title: str) -> float:
+        return semantic_role_match(vacancy, [(title, 1.0)]).score
+
+    # livecareer first-line titles (ACCOUNTANT, CONSULTANT, STOCK CLERK, STORE MANAGER)
+    assert role("Staff Accountant", "ACCOUNTANT") >= SAME_ROLE
+    for other in ("CONSULTANT", "STOCK CLERK", "STORE MANAGER"):
+        assert role("Staff Accountant", other) < SAME_ROLE, other
+    # across languages (hh.ru's vacancy is English-titled, the resume Russian)
+    assert role("Business Development Manager (BDM)", "Менеджер по развитию бизнеса") >= SAME_ROLE
+
+
+def test_a_parsed_line_that_is_no_job_title_weighs_less_than_the_headline() -> None:
+    # the parser took "Financial Statements." (a duty line) for a position's title
+    phrases = [("Financial Statements.", 0.6), ("ACCOUNTANT", 0.4)]
+    assert semantic_role_match("Staff Accountant", phrases).score >= SAME_ROLE

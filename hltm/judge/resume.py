@@ -295,7 +295,7 @@ def _interval(match: re.Match[str], as_of: int | None) -> tuple[int, int, bool] 
     return start, end, current
 
 
-def _title_score(part: str) -> float:
+def title_score(part: str) -> float:
     from hltm.judge.roles import title_evidence  # local import: roles imports this module
 
     score = sum(title_evidence(part).values())
@@ -340,7 +340,7 @@ def _pick_title(
         e = s + len(stripped)
         if e - s > MAX_TITLE_CHARS or not _WORD_RE.search(stripped):
             continue  # a sentence, or stray symbols, not a title
-        score = _title_score(stripped)
+        score = title_score(stripped)
         # higher score wins; on a tie the shorter part (no company name attached)
         if best is None or (score, best[2] - best[1]) > (best[0], e - s):
             best = (score, s, e)
@@ -463,17 +463,17 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
             rest += anchor.text[m.end() - anchor.start :]
         else:
             rest = anchor.text[: m.start() - anchor.start]
-        rest_score = _title_score(rest) if rest.strip() else 0.0
+        rest_score = title_score(rest) if rest.strip() else 0.0
         header = _header_rows(lines, first, last, taken | (range_rows - {first}))
         block = [rest, *(lines[j].text for j in header)]
         if any(_is_study(t) for t in block if t.strip()) and not any(
-            _title_score(t) > 0 and not _is_study(t) for t in block if t.strip()
+            title_score(t) > 0 and not _is_study(t) for t in block if t.strip()
         ):
             continue  # a study period ("July 2009 to June 2013 Diploma …"), not a job
         picked = _pick_title(rest, anchor.start) if rest_score > 0 else None
         title_row = first
         if picked is None:
-            scored = [(_title_score(lines[j].text), -n, j) for n, j in enumerate(header)]
+            scored = [(title_score(lines[j].text), -n, j) for n, j in enumerate(header)]
             scored = [s for s in scored if s[0] > 0 and not _is_study(lines[s[2]].text)]
             if scored:
                 _, _, title_row = max(scored)

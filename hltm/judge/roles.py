@@ -16,10 +16,13 @@ English "IT Specialist" to a Russian "IT-специалист".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from hltm.judge.lexicon import (
     FAMILIES,
@@ -28,8 +31,8 @@ from hltm.judge.lexicon import (
     LEVELS,
     family_similarity,
 )
-from hltm.judge.resume import MAX_TITLE_CHARS, ROLE_NOUNS, ParsedResume, Position
-from hltm.judge.semantic import calibrate, similarities
+from hltm.judge.resume import MAX_TITLE_CHARS, ROLE_NOUNS, ParsedResume, Position, title_score
+from hltm.judge.semantic import ROLE_CEIL, ROLE_FLOOR, calibrate, similarities
 from hltm.judge.text import stem, tokenize
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "headline_of",
     "role_phrases",
     "semantic_role_match",
+    "title_calibration",
     "level_from_title",
     "level_from_required_years",
     "level_from_years",
@@ -171,15 +175,16 @@ def vacancy_role(title: str, requirement_texts: Iterable[str], text: str = "") -
 
 # --------------------------------------------------------------------------- role by meaning
 
-HEADLINE_WEIGHT = 0.25  # the headline is a claim; the positions are the evidence
+HEADLINE_WEIGHT = 0.4  # the headline is a claim; the positions (0.6 together) are the evidence
+# A "position title" that does not read as a job title ("Financial Statements.", "Design") is
+# usually a line the parser took for one; it still counts, at this share of its weight.
+UNTITLED_PHRASE_WEIGHT = 0.2
 _ROLE_FILLER = frozenset({"of", "and", "the", "for", "in", "at", "to", "&", "i", "ii", "iii", "iv"})
 
 
 def headline_of(resume: ParsedResume, given: str | None = None) -> str | None:
     """The resume's own headline: the given one, else the first short title-like line among
     its first three (a resume often opens with the person's name, then the title)."""
-    from hltm.judge.resume import _title_score  # the parser's own notion of a title
-
     if given and given.strip() and len(given.strip()) <= MAX_TITLE_CHARS:
         return given.strip()
     seen = 0
@@ -190,7 +195,7 @@ def headline_of(resume: ParsedResume, given: str | None = None) -> str | None:
         seen += 1
         if seen > 3 or ln.kind == "section":
             break
-        if len(text) <= MAX_TITLE_CHARS and ROLE_NOUNS.search(text) and _title_score(text) > 0:
+        if len(text) <= MAX_TITLE_CHARS and ROLE_NOUNS.search(text) and title_score(text) > 0:
             return text
     return None
 
@@ -264,20 +269,56 @@ class RoleMatch:
     best: str | None  # the phrase that matched best
 
 
+# Jobs of many trades, in both languages: what "another job" looks like to the model. e5 puts
+# some titles closer to everything than others ("Staff Accountant" is 0.88 from a random job,
+# "Business Development Manager" 0.83), so a fixed floor reads unrelated jobs as related for
+# the first kind. Each vacancy title gets its own floor from these instead.
+OTHER_TRADES = (
+    "Cashier", "Software Developer", "Registered Nurse", "Accountant", "Sales Representative",
+    "Chef", "Truck Driver", "Teacher", "Consultant", "Administrative Assistant",
+    "Customer Service Representative", "Mechanical Engineer", "Graphic Designer",
+    "Project Manager", "Store Manager", "Warehouse Worker", "Marketing Manager", "HR Manager",
+    "Financial Analyst", "Electrician", "Receptionist", "Lawyer", "Security Guard",
+    "Data Analyst", "Intern", "Bank Teller", "Pharmacist", "Carpenter", "Waiter",
+    "Office Manager", "Менеджер по продажам", "Бухгалтер", "Водитель", "Программист",
+    "Учитель", "Продавец-кассир",
+)  # fmt: skip
+OTHER_TRADES_QUANTILE = 0.75  # the floor: closer than three in four jobs of other trades
+SAME_JOB_MARGIN = 0.06  # the ceiling sits at least this far above the floor
+
+
+@functools.lru_cache(maxsize=4096)
+def title_calibration(vacancy_title: str) -> tuple[float, float]:
+    """(floor, ceiling) of e5 cosines for ``vacancy_title``: the floor is where the title's
+    similarity to jobs of other trades (those sharing none of its job words) ends, never
+    below the global ``ROLE_FLOOR``."""
+    want = role_words(vacancy_title)
+    others = [t for t in OTHER_TRADES if not role_words(t) & want]
+    if not others:
+        return ROLE_FLOOR, ROLE_CEIL
+    sims = similarities(vacancy_title, others)
+    floor = max(ROLE_FLOOR, float(np.quantile(sims, OTHER_TRADES_QUANTILE)))
+    return floor, max(ROLE_CEIL, floor + SAME_JOB_MARGIN)
+
+
 def semantic_role_match(vacancy_title: str, phrases: list[tuple[str, float]]) -> RoleMatch:
     """How close the resume's role phrases are to the vacancy's role, by words and meaning.
 
     Each phrase scores the larger of (a) the share of the vacancy title's job words it
-    contains and (b) the calibrated e5 similarity of the two titles."""
+    contains and (b) the e5 similarity of the two titles, calibrated for this vacancy title
+    (`title_calibration`). Phrases that do not read as job titles weigh less."""
     if not phrases or not vacancy_title.strip():
         return RoleMatch(0.0, None)
     want = role_words(vacancy_title)
+    floor, ceil = title_calibration(vacancy_title)
     sims = similarities(vacancy_title, [p for p, _ in phrases])
     total = weight = 0.0
     best: tuple[float, str] | None = None
     for (phrase, w), sim in zip(phrases, sims, strict=True):
+        if title_score(phrase) <= 0:
+            w *= UNTITLED_PHRASE_WEIGHT
         overlap = len(want & role_words(phrase)) / len(want) if want else 0.0
-        score = max(overlap, calibrate(sim))
+        score = max(overlap, calibrate(sim, floor, ceil))
         total += w * score
         weight += w
         if best is None or score > best[0]:
