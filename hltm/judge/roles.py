@@ -176,8 +176,8 @@ def vacancy_role(title: str, requirement_texts: Iterable[str], text: str = "") -
 # --------------------------------------------------------------------------- role by meaning
 
 HEADLINE_WEIGHT = 0.4  # the headline is a claim; the positions (0.6 together) are the evidence
-# A "position title" that does not read as a job title ("Financial Statements.", "Design") is
-# usually a line the parser took for one; it still counts, at this share of its weight.
+# A "position title" that neither reads as a job title nor names the trade ("Financial
+# Statements.", "Design") is usually a line the parser took for one; it counts at this share.
 UNTITLED_PHRASE_WEIGHT = 0.2
 _ROLE_FILLER = frozenset({"of", "and", "the", "for", "in", "at", "to", "&", "i", "ii", "iii", "iv"})
 
@@ -304,20 +304,22 @@ def title_calibration(vacancy_title: str) -> tuple[float, float]:
 def semantic_role_match(vacancy_title: str, phrases: list[tuple[str, float]]) -> RoleMatch:
     """How close the resume's role phrases are to the vacancy's role, by words and meaning.
 
-    Each phrase scores the larger of (a) the share of the vacancy title's job words it
-    contains and (b) the e5 similarity of the two titles, calibrated for this vacancy title
-    (`title_calibration`). Phrases that do not read as job titles weigh less."""
+    Each phrase scores the larger of (a) the share of the vacancy title's trade words it
+    contains ("Customer Care Representative" shares no trade with "Sales Representative") and
+    (b) the e5 similarity of the two titles, calibrated for this vacancy title
+    (`title_calibration`). A phrase that neither reads as a job title nor names the trade
+    weighs less."""
     if not phrases or not vacancy_title.strip():
         return RoleMatch(0.0, None)
-    want = role_words(vacancy_title)
+    want = set(trade_terms(vacancy_title))
     floor, ceil = title_calibration(vacancy_title)
     sims = similarities(vacancy_title, [p for p, _ in phrases])
     total = weight = 0.0
     best: tuple[float, str] | None = None
     for (phrase, w), sim in zip(phrases, sims, strict=True):
-        if title_score(phrase) <= 0:
-            w *= UNTITLED_PHRASE_WEIGHT
         overlap = len(want & role_words(phrase)) / len(want) if want else 0.0
+        if not overlap and title_score(phrase) <= 0:
+            w *= UNTITLED_PHRASE_WEIGHT
         score = max(overlap, calibrate(sim, floor, ceil))
         total += w * score
         weight += w
