@@ -314,15 +314,6 @@ def _quote(units_: list[Unit]) -> str:
     return " ".join(cut)
 
 
-def _best_of_each_source(salience: Salience, part: list[Unit]) -> list[Unit]:
-    """The two most salient sentences of a one-document run, else each document's best (every
-    turn of a chat run is then quoted)."""
-    sources = list(dict.fromkeys(u.source for u in part))
-    if len(sources) == 1:
-        return salience.best(part, 2)
-    return [salience.best([u for u in part if u.source == s], 1)[0] for s in sources]
-
-
 def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
     """Up to `count` QA pairs that extract the project's own texts: its documents cut into runs,
     each answered with its most salient sentences and asked about by its most salient terms and
@@ -332,7 +323,7 @@ def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
     pairs = []
     for part in segments(items, count):
         about = salience.top_terms(part, _QUESTION_TERMS)
-        best = _best_of_each_source(salience, part)
+        best = salience.best(part, 2)
         if not about or not best:
             continue
         top = min(best, key=lambda u: (-salience.of_sentence(u.text), u.position))
