@@ -132,6 +132,23 @@ def test_qa_and_summary_carry_the_sessions_own_content() -> None:
     assert "support" in out.summary_short and "8 May, 2023" in out.summary_short
 
 
+def test_every_turn_is_findable_by_a_question_that_quotes_it() -> None:
+    """The QA retriever embeds the questions: each turn's most salient sentence is quoted in one,
+    so a question about any fact of the session finds the session (LoCoMo conv-26 D1:1–D1:10)."""
+    payload = _session()
+    payload["facets"] = offline.facets(payload)["facets"]
+    questions = " ".join(p["question"] for p in offline.qa(payload)["pairs"])
+    for phrase in ("LGBTQ support group yesterday", "swamped with the kids", "career options"):
+        assert phrase in questions
+    about = " ".join(re.findall(r"say about (.*?): “", questions)).split()
+    assert about and not {"I'm", "I'm,", "Caroline", "Caroline,", "Melanie,"} & set(about)
+    # A long chat gets one extract per two turns, more than the few-document room.
+    longer = _payload("p", "chat", [(f"t{i}", "chat", f"A: line {i} about topic{i}.")
+                                    for i in range(30)])  # fmt: skip
+    assert offline.extract_count(longer, 4) == 15
+    assert offline.extract_count(_payload("p", "x", [("d", "notes", "text")] * 3), 4) == 4
+
+
 def test_composer_answers_with_the_best_supporting_span() -> None:
     payload = _session()
     payload["facets"] = offline.facets(payload)["facets"]

@@ -5,8 +5,10 @@ pipeline, the counters and the stores cannot tell them apart. They are general: 
 structured fields (title, status, vacancies, recruiter actions) and from text patterns in English
 and Russian (a gazetteer, work-mode / employment / seniority keywords, a skills vocabulary,
 salaries, years of experience, languages, explicit `Field: value` lines, and any hinted attribute
-names); QA pairs and summaries are composed from those facets and cite real document ids;
-aggregation counts facet values across children and keeps those with enough support.
+names); QA pairs and summaries are composed from those facets and from extracts of the node's
+own texts (its most salient sentences, each with its document id; an extract's question quotes
+them, since the question is what the QA retriever embeds); aggregation counts facet values
+across children and keeps those with enough support.
 
 Output is a pure function of the payload: every collection is sorted, no set is iterated in
 arbitrary order, no clock or randomness is read.
@@ -30,6 +32,9 @@ FIELD_PHRASE = lx.FIELD_PHRASES
 _MAX_VALUES_IN_ANSWER = 8
 _MAX_QA = 10  # per project (the prompt allows 5–10); parents get up to 10 too
 _MAX_FACET_QA = 6  # the rest of a project's pairs are extracts of its own texts
+_DOCUMENTS_PER_EXTRACT = 2  # a project of many short documents (chat turns) gets one extract
+_MAX_EXTRACTS = 16  # pair per this many documents, up to this many, so each turn is findable
+_QUOTE_CHARS = 160  # of each sentence an extract's question quotes
 _DOCUMENT_LINES = 6  # up to this many documents, the summary quotes each one's best sentence
 _KEY_POINTS = 10  # otherwise the node's most salient sentences
 _SHORT_TERMS = 8  # salient terms the one-sentence summary names
@@ -298,9 +303,24 @@ def _listing(words: list[str]) -> str:
     return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
 
 
+def extract_count(payload: Payload, room: int) -> int:
+    """Extract pairs for a project: the `room` its facet pairs leave, or one per run of
+    `_DOCUMENTS_PER_EXTRACT` documents when it has more documents than that (a long chat)."""
+    documents = len(payload.get("documents", [])) + len(payload.get("vacancies", []))
+    return max(room, min(_MAX_EXTRACTS, math.ceil(documents / _DOCUMENTS_PER_EXTRACT)))
+
+
+def _quote(units_: list[Unit]) -> str:
+    cut = [u.text if len(u.text) <= _QUOTE_CHARS else u.text[:_QUOTE_CHARS].rstrip() + "…"
+           for u in units_]  # fmt: skip
+    return " ".join(cut)
+
+
 def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
     """Up to `count` QA pairs that extract the project's own texts: its documents cut into runs,
-    each asked about by its most salient terms and answered with its most salient sentences."""
+    each answered with its most salient sentences and asked about by its most salient terms and
+    those sentences' words (the question is what the QA retriever embeds, so a question about
+    any fact of the run finds it)."""
     items, salience, kinds = _content(payload)
     pairs = []
     for part in segments(items, count):
@@ -311,14 +331,14 @@ def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
         top = min(best, key=lambda u: (-salience.of_sentence(u.text), u.position))
         who = list(dict.fromkeys(u.speaker for u in part if u.speaker))
         if who:
-            question = f"What did {_listing(who)} say about {_listing(about)}?"
+            question = f"What did {_listing(who)} say about {_listing(about)}"
         else:
-            question = (
-                f"What is said in the {kinds.get(top.source, 'document')} about {_listing(about)}?"
+            question = f"What is said in the {kinds.get(top.source, 'document')} about " + _listing(
+                about
             )
         pairs.append(
             {
-                "question": question,
+                "question": f"{question}: “{_quote(best)}”?",
                 "answer": " ".join(_said(u) for u in best),
                 "rationale": "Extracted from "
                 + ", ".join(dict.fromkeys(u.source for u in best))
@@ -391,7 +411,7 @@ def qa(payload: Payload) -> Payload:
         template = PROJECT_QUESTIONS.get(field, _GENERIC_PROJECT_QUESTION)
         add(template.format(title=title, phrase=_phrase(field)), grouped[field])
 
-    for pair in content_pairs(payload, _MAX_QA - len(pairs)):
+    for pair in content_pairs(payload, extract_count(payload, _MAX_QA - len(pairs))):
         if pair["question"] not in asked:
             asked.add(pair["question"])
             pairs.append(pair)
@@ -408,7 +428,7 @@ def qa(payload: Payload) -> Payload:
                 "source": reasons[0]["action_id"] if reasons else pid,
             }
         )
-    return {"pairs": pairs[:_MAX_QA]}
+    return {"pairs": pairs}
 
 
 # ---- summaries ---------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ _STOP = frozenset(
     were what when where which while who whom why will with would yeah yes yet you your yours
     yourself yourselves oh hey hi wow cool great good awesome glad sure okay ok know think
     going gonna want really totally definitely always never something anything everything
-    someone anyone и в во не что он на я с со как а то все она так его но да ты к у же вы за
+    someone anyone im ive youre youve youll youd hes shes weve theyre theyve thats
+    whats theres heres lets dont doesnt didnt cant couldnt wont wouldnt isnt arent wasnt werent
+    havent hasnt hadnt shouldnt и в во не что он на я с со как а то все она так его но да ты к у же вы за
     бы по только ее мне было вот от меня еще нет о из ему теперь когда даже ну вдруг ли если
     уже или ни быть был него до вас нибудь опять уж вам ведь там потом себя ничего ей может
     они тут где есть надо ней для мы тебя их чем была сам чтоб без будто чего раз тоже себе
@@ -94,6 +96,7 @@ class Salience:
         self.tf: Counter[str] = Counter()
         df: Counter[str] = Counter()
         by_source: dict[str, set[str]] = {}
+        self.speakers = sorted({u.speaker for u in items if u.speaker})
         for unit in items:
             words = terms(unit.text)
             self.tf.update(words)
@@ -116,7 +119,8 @@ class Salience:
         local: Counter[str] = Counter()
         surface: dict[str, str] = {}
         first: dict[str, int] = {}
-        speakers = {_word(u.speaker) for u in items if u.speaker}  # named in the question already
+        # Speakers are named in the question already, and name each other in their turns.
+        speakers = {_word(w) for w in self.speakers for w in w.split()}
         for unit in items:
             for raw in _TOKEN.findall(unit.text):
                 word = _word(raw)
