@@ -5,10 +5,12 @@ subtree filter:
 
 * `search(kind, vectors, n)` — nearest vector items, with the filter in Chroma's `where` (applied
   before similarity) inside the scope's own contract collection (the second wall: other
-  contracts' collections are never opened). Every hit's metadata is checked again against the
-  scope, and a hit that does not belong is an `IsolationError` (fail closed), never a result.
-  Hits are kept only if their `node_version` is the node's current version in DuckDB, so a node
-  being replaced is read either wholly old or wholly new.
+  contracts' collections are never opened). Chroma returns ids and distances only (its
+  metadata costs more to fetch than the search itself): an item id names its node, version, kind
+  and index, and every hit's node is checked against the scope by its stored ownership path — a
+  hit that does not belong is an `IsolationError` (fail closed), never a result. Hits are kept
+  only if their version is the node's current version in DuckDB, so a node being replaced is
+  read either wholly old or wholly new.
 * `nodes(ids)` / `versions(ids)` — rows of `memory_nodes` fetched by id with the same filter in
   the SQL `WHERE`, so an id from outside the subtree (a planted citation, a guessed id) reads as
   absent.
@@ -66,7 +68,6 @@ class Hit:
     kind: str
     index: int
     score: float  # cosine similarity (1 - cosine distance)
-    field: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,35 @@ class BoundaryStats:
     versions: dict[str, str] = field(default_factory=dict)
 
 
+def parse_item_id(item_id: str) -> tuple[str, str, str, int]:
+    """(node id, version, kind, index) of a vector item id (`hltm.memory.store.item_id`); the
+    node id is split off last, so a `#` inside it is kept."""
+    node_id, version, kind, index = item_id.rsplit("#", 3)
+    return node_id, version, kind, int(index)
+
+
+class Collections:
+    """Open collection handles, reused across queries (opening one costs a catalogue read, a few
+    ms) until the embedded client is reopened or a query on the handle fails."""
+
+    def __init__(self, vectors: VectorStore) -> None:
+        self.vectors = vectors
+        self._handles: dict[tuple[str, int], Any] = {}
+
+    def get(self, name: str) -> Any:
+        key = (name, self.vectors.generation)
+        handle = self._handles.get(key)
+        if handle is None:
+            handle = self.vectors.existing(name)
+            if handle is not None:  # a missing collection may be created later: ask again then
+                self._handles[key] = handle
+        return handle
+
+    def forget(self, name: str) -> None:
+        for key in [k for k in self._handles if k[0] == name]:
+            self._handles.pop(key, None)
+
+
 class ScopedMemory:
     """Reads of the memory tree confined to one permitted subtree."""
 
@@ -104,9 +134,11 @@ class ScopedMemory:
         vectors: VectorStore | None,
         levels: Sequence[str] | None = None,
         wait_s: float | None = None,
+        collections: Collections | None = None,
     ) -> None:
         """`con`: an open connection to the derived DuckDB file, or a `TreeIndex` of it.
-        `wait_s`: how long a `TreeIndex` read waits for a file another process holds."""
+        `wait_s`: how long a `TreeIndex` read waits for a file another process holds.
+        `collections`: handles shared across queries (None: the collection is opened anew)."""
         self.scope = scope
         self._con = con
         self._wait_s = wait_s
@@ -115,14 +147,18 @@ class ScopedMemory:
         self.stats = BoundaryStats()
         self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
         self._vectors = vectors
+        self._collections = collections
         self._collection = None
         if not scope.empty and vectors is not None and scope.contract_id is not None:
             self._collection = self._open_collection()
 
     def _open_collection(self):  # type: ignore[no-untyped-def]
         assert self._vectors is not None and self.scope.contract_id is not None
+        name = memory_collection(self.scope.contract_id)
         try:
-            return self._vectors.existing(memory_collection(self.scope.contract_id))
+            if self._collections is not None:
+                return self._collections.get(name)
+            return self._vectors.existing(name)
         except Exception as err:
             if is_unreachable(err):
                 raise self._unavailable(err) from err
@@ -157,9 +193,10 @@ class ScopedMemory:
         """For each query vector, up to `n` nearest items in the subtree, best first: of one
         `kind`, or of every kind (`kind=None`, one cheaper call; the caller splits by kind).
 
-        The subtree filter is always in the `where`; a kind filter is added only when asked
-        (Chroma's filter cost grows with the number of items a clause matches, and a kind
-        matches a third of the collection)."""
+        The subtree filter is in the `where` (a contract's is its own collection, see
+        `Scope.chroma_where`); a kind filter is added only when asked (Chroma's filter cost
+        grows with the number of items a clause matches, and a kind matches a third of the
+        collection)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown item kind {kind!r}")
         queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
@@ -173,63 +210,83 @@ class ScopedMemory:
             extra["level"] = list(self.levels)
         result = self._query(queries, n, self.scope.chroma_where(**extra))
         self.stats.chroma_queries += 1
-        raw: list[list[tuple[dict[str, Any], float]]] = []
-        for metas, dists in zip(result["metadatas"] or [], result["distances"] or [], strict=True):
-            row = []
-            for meta, dist in zip(metas, dists, strict=True):
-                meta = dict(meta or {})
-                if not self.scope.admits_metadata(meta):
-                    raise IsolationError(
-                        f"Chroma returned {meta.get('node_id')!r} outside {self.scope.identity}"
-                    )
-                if kind is not None and meta.get("kind") != kind:
-                    raise IsolationError(f"Chroma ignored the kind filter for {meta}")
-                if not self._level_ok(str(meta.get("level"))):
-                    raise IsolationError(f"Chroma ignored the level filter for {meta}")
-                row.append((meta, float(dist)))
-            raw.append(row)
-            self.stats.items_seen += len(row)
+        raw = [
+            [(parse_item_id(i), float(d)) for i, d in zip(ids, dists, strict=True)]
+            for ids, dists in zip(result["ids"], result["distances"] or [], strict=True)
+        ]
         self.last_exhausted = [len(row) < n for row in raw]
-        current = self.versions({str(m["node_id"]) for row in raw for m, _ in row})
+        owners = self._ownership({item[0] for row in raw for item, _ in row})
         hits: list[list[Hit]] = []
         for row in raw:
+            self.stats.items_seen += len(row)
             kept = []
-            for meta, dist in row:
-                node_id = str(meta["node_id"])
-                if current.get(node_id) != meta.get("node_version"):
+            for (node_id, version, item_kind, index), dist in row:
+                owner = owners.get(node_id)
+                if owner is None:  # removed since the item was written: an orphan
                     self.stats.stale_items_dropped += 1
                     continue
-                kept.append(
-                    Hit(
-                        node_id=node_id,
-                        level=str(meta.get("level")),
-                        kind=str(meta.get("kind")),
-                        index=int(meta.get("index", 0) or 0),
-                        score=1.0 - dist,
-                        field=str(meta.get("field") or ""),
+                if not self.scope.admits(owner.contract_id, owner.seat_id, owner.project_id):
+                    raise IsolationError(
+                        f"Chroma returned {node_id!r} outside {self.scope.identity}"
                     )
-                )
+                if kind is not None and item_kind != kind:
+                    raise IsolationError(f"Chroma ignored the kind filter for {node_id}")
+                if not self._level_ok(owner.level):
+                    raise IsolationError(f"Chroma ignored the level filter for {node_id}")
+                if owner.version != version:
+                    self.stats.stale_items_dropped += 1
+                    continue
+                kept.append(Hit(node_id, owner.level, item_kind, index, 1.0 - dist))
             hits.append(kept)
         return hits
 
-    def _query(self, queries: np.ndarray, n: int, where: dict[str, Any]) -> Any:
-        """One filtered nearest-neighbour call; a stale embedded view is reopened once."""
+    def _ownership(self, node_ids: set[str]) -> dict[str, NodeRow]:
+        """The stored ownership path, level and version of these nodes, wherever they lie: the
+        check of what Chroma returned (a node outside the scope fails the query; no content is
+        read here)."""
+        if isinstance(self._con, TreeIndex):
+            rows = self._con.snapshot(self._wait_s).rows
+            out = {n: rows[n] for n in node_ids if n in rows}
+        elif node_ids and table_exists(self._con, MEMORY_TABLE):
+            fetched = self._con.execute(
+                f"SELECT node_id, level, contract_id, seat_id, project_id, version"
+                f" FROM {MEMORY_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+                [sorted(node_ids)],
+            ).fetchall()
+            out = {
+                r[0]: NodeRow(r[0], r[1], r[2], r[3] or None, r[4] or None, r[5]) for r in fetched
+            }
+        else:
+            out = {}
+        admitted = {
+            n: r
+            for n, r in out.items()
+            if self.scope.admits(r.contract_id, r.seat_id, r.project_id)
+        }
+        self._rows.update(admitted)
+        self.stats.versions.update({n: r.version for n, r in admitted.items()})
+        return out
+
+    def _query(self, queries: np.ndarray, n: int, where: dict[str, Any] | None) -> Any:
+        """One filtered nearest-neighbour call; a stale embedded view is reopened once, and a
+        shared handle that fails (its collection dropped and recreated meanwhile) opened anew."""
         assert self._vectors is not None and self._collection is not None
         for attempt in (0, 1):
             generation = self._vectors.generation
             try:
                 return self._collection.query(
-                    query_embeddings=queries,
-                    n_results=n,
-                    where=where,
-                    include=["metadatas", "distances"],
+                    query_embeddings=queries, n_results=n, where=where, include=["distances"]
                 )
             except Exception as err:  # chromadb raises its own and httpx's errors
-                if attempt == 0 and is_stale_view(err):
-                    self._vectors.reopen(generation)
+                shared = self._collections is not None and not is_unreachable(err)
+                if attempt == 0 and (is_stale_view(err) or shared):
+                    if is_stale_view(err):
+                        self._vectors.reopen(generation)
+                    if self._collections is not None:
+                        self._collections.forget(self._collection.name)
                     self._collection = self._open_collection()
                     if self._collection is None:  # dropped meanwhile by the writer
-                        return {"metadatas": [[]] * len(queries), "distances": [[]] * len(queries)}
+                        return {"ids": [[]] * len(queries), "distances": [[]] * len(queries)}
                     continue
                 if is_stale_view(err) or is_unreachable(err):
                     raise self._unavailable(err) from err

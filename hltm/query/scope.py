@@ -99,22 +99,26 @@ class Scope:
             conditions.append(("project_id", str(self.project_id)))
         return conditions
 
-    def chroma_where(self, **extra: str | list[str]) -> dict[str, Any]:
-        """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`).
+    def chroma_where(self, **extra: str | list[str]) -> dict[str, Any] | None:
+        """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`);
+        None when nothing is left to filter.
 
         It names the narrowest id only (`seat_id = s`, not also `contract_id = c`): the query
-        runs inside the contract's own collection, which is the contract condition, and Chroma's
-        filter cost grows with how many items a clause matches — a contract clause matches the
-        whole collection. Every hit is still checked against all three ids (`admits_metadata`).
+        runs inside the contract's own collection, which is the contract condition, so a
+        contract's own scope adds no clause at all. Chroma's filter cost grows with how many
+        items a clause matches, and a contract clause matches the whole collection (about 40×
+        the search itself). Every hit is still checked against all three ids (`ScopedMemory`).
         """
-        column, value = self._conditions()[-1]
-        clauses: list[dict[str, Any]] = [{column: value}]
+        conditions = self._conditions()
+        clauses: list[dict[str, Any]] = [dict([conditions[-1]])] if len(conditions) > 1 else []
         for key, value in extra.items():
             if isinstance(value, list | tuple):
                 values = sorted(set(value))
                 clauses.append({key: values[0]} if len(values) == 1 else {key: {"$in": values}})
             else:
                 clauses.append({key: value})
+        if not clauses:
+            return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
     def sql_predicate(self, alias: str = "") -> tuple[str, list[str]]:
