@@ -240,6 +240,9 @@ def test_tree_index_and_token_cache_follow_every_write_to_the_file(tmp_path):  #
     # A version names one content: v1's stays v1's; the current snapshot names v2.
     assert index.contents([first.rows["seat:s1"]])["seat:s1"][9] == "long"
     assert index.contents([second.rows["seat:s1"]])["seat:s1"][9] == "new"
+    with connect(db) as con:  # a write to another table (a server's query log): the tree stays
+        con.execute("CREATE TABLE other AS SELECT 1 AS x")
+    assert index.snapshot() is second and index.reloads == 3
 
     tokens = TokenCache(db)
     token_id, token = create_token(db, Identity("seat", "s1"))
