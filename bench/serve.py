@@ -67,7 +67,9 @@ def _tokens(data: Path, seats: int) -> list[str]:
     return [create_token(db, Identity("seat", seat), "bench/serve")[1] for seat in chosen]
 
 
-def _start_server(data: Path, port: int, concurrency: int, queue: int) -> subprocess.Popen[bytes]:
+def _start_server(
+    data: Path, port: int, workers: int, concurrency: int, queue: int
+) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
         "HLTM_LLM_BACKEND": "offline",
@@ -75,7 +77,7 @@ def _start_server(data: Path, port: int, concurrency: int, queue: int) -> subpro
     }
     env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
-    command += ["--concurrency", str(concurrency), "--queue", str(queue)]
+    command += ["--workers", str(workers), "--concurrency", str(concurrency), "--queue", str(queue)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -143,13 +145,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="Per phase.")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seats", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=8, help="The server's query slots.")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="The server's processes."
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="The server's query slots per worker."
+    )
     parser.add_argument("--queue", type=int, default=64, help="The server's waiting queries.")
     args = parser.parse_args(argv)
     data = args.data.resolve()
     tokens = _tokens(data, args.seats)
     port = _free_port()
-    server = _start_server(data, port, args.concurrency, args.queue)
+    server = _start_server(data, port, args.workers, args.concurrency, args.queue)
     base = f"http://127.0.0.1:{port}"
     try:
         asyncio.run(_phase(base, tokens, 1, 3))  # warm caches (tree, embeddings) first
@@ -176,7 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"throughput {many['throughput_rps']} vs {one['throughput_rps']} req/s"
         f" ({many['throughput_rps'] / max(one['throughput_rps'], 1e-9):.2f}x) with"
-        f" {many['clients']} clients over {len(tokens)} seats; load {os.getloadavg()[0]:.1f}"
+        f" {many['clients']} clients over {len(tokens)} seats, {args.workers} server worker(s);"
+        f" load {os.getloadavg()[0]:.1f}"
     )
     n = many["clients"]
     print(
