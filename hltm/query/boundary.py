@@ -27,7 +27,6 @@ that cannot be reached is `VectorIndexUnavailable`, naming what is down.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +35,7 @@ import duckdb
 import numpy as np
 
 from hltm.query.scope import MEMORY_TABLE, Scope
-from hltm.query.snapshot import NODE_COLUMNS, NodeRow, TreeIndex
+from hltm.query.snapshot import NODE_COLUMNS, NodeRow, NodeView, TreeIndex, node_view
 from hltm.vectors import (
     VectorIndexUnavailable,
     VectorStore,
@@ -68,23 +67,6 @@ class Hit:
     kind: str
     index: int
     score: float  # cosine similarity (1 - cosine distance)
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """A memory node as the query path sees it (read through the boundary only)."""
-
-    node_id: str
-    level: str
-    contract_id: str
-    seat_id: str | None
-    project_id: str | None
-    label: str
-    version: str
-    facets: list[dict[str, Any]]
-    qa: list[dict[str, Any]]
-    summary_long: str
-    summary_short: str
 
 
 @dataclass
@@ -300,11 +282,7 @@ class ScopedMemory:
         wanted = sorted(set(node_ids))
         if self.scope.empty or not wanted:
             return []
-        if isinstance(self._con, TreeIndex):
-            rows = [self._rows.get(n) for n in wanted]
-            known = {r.node_id: r for r in rows if r is not None}
-            known |= self._admitted(self._con, set(wanted) - known.keys())
-            return list(self._con.contents(known.values(), self._wait_s).values())
+        assert not isinstance(self._con, TreeIndex)
         predicate, params = self.scope.sql_predicate()
         if not table_exists(self._con, MEMORY_TABLE):
             return []
@@ -326,9 +304,15 @@ class ScopedMemory:
 
     def nodes(self, node_ids: Iterable[str]) -> dict[str, NodeView]:
         """Full memories of the given nodes that lie inside the subtree (others read as absent)."""
+        if isinstance(self._con, TreeIndex):
+            wanted = set() if self.scope.empty else set(node_ids)
+            known = {n: self._rows[n] for n in wanted if n in self._rows}
+            known |= self._admitted(self._con, wanted - known.keys())
+            views = list(self._con.contents(known.values(), self._wait_s).values())
+        else:
+            views = [node_view(row) for row in self._scoped_rows(NODE_COLUMNS, node_ids)]
         out = {}
-        for row in self._scoped_rows(NODE_COLUMNS, node_ids):
-            view = _view(row)
+        for view in views:
             if not self.scope.admits(view.contract_id, view.seat_id, view.project_id):
                 raise IsolationError(f"DuckDB returned {view.node_id} outside {self.scope}")
             if self._level_ok(view.level):
@@ -359,22 +343,3 @@ class ScopedMemory:
             [*params, *level_params],
         ).fetchone()
         return int(row[0]) if row else 0
-
-
-def _view(row: tuple[Any, ...]) -> NodeView:
-    (node_id, level, contract_id, seat_id, project_id, label, version, facets, qa, long, short) = (
-        row
-    )
-    return NodeView(
-        node_id=node_id,
-        level=level,
-        contract_id=contract_id,
-        seat_id=seat_id or None,
-        project_id=project_id or None,
-        label=label or node_id,
-        version=version,
-        facets=json.loads(facets or "[]"),
-        qa=json.loads(qa or "[]"),
-        summary_long=long or "",
-        summary_short=short or "",
-    )
