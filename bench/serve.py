@@ -1,8 +1,9 @@
 """bench/serve: the HTTP endpoint under load — 1 client, then 50 concurrent clients over 10 seats.
 
-    python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K]
+    python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K] [--workers W]
 
-Starts `hltm serve` as its own process (offline LLM backend, embedded stores) on a loopback port,
+Starts `hltm serve` as its own process (`--workers` serving processes, default one per core;
+offline LLM backend, embedded stores) on a loopback port,
 over a data dir with a built memory tree (default: the 1,000-project tree `bench/query.py`
 builds under data/bench-query/1k), creates one bearer token per seat, and drives
 `POST /v1/ask` with closed-loop clients (each sends its next question as soon as the last one is

@@ -106,8 +106,9 @@ class Scope:
         It names the narrowest id only (`seat_id = s`, not also `contract_id = c`): the query
         runs inside the contract's own collection, which is the contract condition, so a
         contract's own scope adds no clause at all. Chroma's filter cost grows with how many
-        items a clause matches, and a contract clause matches the whole collection (about 40×
-        the search itself). Every hit is still checked against all three ids (`ScopedMemory`).
+        items a clause matches, and a contract clause matches the whole collection (measured on
+        3,000 items: 28 ms with it, 2 ms without). Every hit is still checked against all three
+        ids of its node's stored row (`ScopedMemory.search`).
         """
         conditions = self._conditions()
         clauses: list[dict[str, Any]] = [dict([conditions[-1]])] if len(conditions) > 1 else []
