@@ -34,6 +34,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from hltm.memory.store import item_id
 from hltm.query.scope import MEMORY_TABLE, Scope
 from hltm.query.snapshot import NODE_COLUMNS, NodeRow, NodeView, TreeIndex, node_view
 from hltm.vectors import (
@@ -77,10 +78,10 @@ class BoundaryStats:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def parse_item_id(item_id: str) -> tuple[str, str, str, int]:
+def parse_item_id(text: str) -> tuple[str, str, str, int]:
     """(node id, version, kind, index) of a vector item id (`hltm.memory.store.item_id`); the
     node id is split off last, so a `#` inside it is kept."""
-    node_id, version, kind, index = item_id.rsplit("#", 3)
+    node_id, version, kind, index = text.rsplit("#", 3)
     return node_id, version, kind, int(index)
 
 
@@ -100,6 +101,18 @@ class Collections:
             if handle is not None:  # a missing collection may be created later: ask again then
                 self._handles[key] = handle
         return handle
+
+    def load(self, contract_ids: Iterable[str], probe: np.ndarray) -> int:
+        """Open these contracts' collections and search each once, so their indexes are in
+        memory before the first query (a first search loads the index: ~0.4 s at 30k items,
+        against ~4 ms after). Returns how many were loaded."""
+        loaded = 0
+        for contract_id in sorted(set(contract_ids)):
+            handle = self.get(memory_collection(contract_id))
+            if handle is not None and handle.count():
+                handle.query(query_embeddings=np.atleast_2d(probe), n_results=1, include=[])
+                loaded += 1
+        return loaded
 
     def forget(self, name: str) -> None:
         for key in [k for k in self._handles if k[0] == name]:
@@ -190,7 +203,13 @@ class ScopedMemory:
             extra["kind"] = kind
         if self.levels is not None:
             extra["level"] = list(self.levels)
-        result = self._query(queries, n, self.scope.chroma_where(**extra))
+        ids = self._item_ids(kind)
+        if ids is not None and not ids:
+            self.last_exhausted = [True] * len(queries)
+            return [[] for _ in range(len(queries))]
+        result = None if ids is None else self._query_ids(queries, n, ids)
+        if result is None:
+            result = self._query(queries, n, self.scope.chroma_where(**extra))
         self.stats.chroma_queries += 1
         raw = [
             [(parse_item_id(i), float(d)) for i, d in zip(ids, dists, strict=True)]
@@ -221,6 +240,46 @@ class ScopedMemory:
                 kept.append(Hit(node_id, owner.level, item_kind, index, 1.0 - dist))
             hits.append(kept)
         return hits
+
+    def _item_ids(self, kind: str | None) -> list[str] | None:
+        """The vector item ids of the subtree's current nodes (of one `kind`), from the tree
+        index: the narrowest filter Chroma takes, and its cheapest (measured at 30k items: a
+        seat's 300 ids 28 ms, its `where` 62 ms, with a kind 193 ms). None for a contract, whose
+        whole collection is its subtree, and without a tree index."""
+        if not isinstance(self._con, TreeIndex) or self.scope.level == "contract":
+            return None
+        column, value = self.scope.narrowest_id()
+        snapshot = self._con.snapshot(self._wait_s)
+        rows = [snapshot.rows[n] for n in snapshot.members.get((column, value), ())]
+        admitted = [
+            r
+            for r in rows
+            if self.scope.admits(r.contract_id, r.seat_id, r.project_id) and self._level_ok(r.level)
+        ]
+        ids = []
+        for view in self._con.contents(admitted, self._wait_s).values():
+            counts = {
+                "facet": len(view.facets),
+                "qa": len(view.qa),
+                "summary": int(bool(view.summary_short)),
+            }
+            for item_kind, count in counts.items():
+                if kind in (None, item_kind):
+                    ids += [item_id(view.node_id, view.version, item_kind, i) for i in range(count)]
+        return ids
+
+    def _query_ids(self, queries: np.ndarray, n: int, ids: list[str]) -> Any:
+        """The nearest of these items; None when the index lacks one of them (lost, or a view
+        older than the tree): the caller then asks by `where`, which reopens a stale view."""
+        assert self._collection is not None
+        try:
+            return self._collection.query(
+                query_embeddings=queries, n_results=n, ids=ids, include=["distances"]
+            )
+        except Exception as err:  # chromadb raises its own and httpx's errors
+            if is_unreachable(err):
+                raise self._unavailable(err) from err
+            return None
 
     def _ownership(self, node_ids: set[str]) -> dict[str, NodeRow]:
         """The stored ownership path, level and version of these nodes, wherever they lie: the

@@ -208,13 +208,15 @@ class QueryEngine:
         self.collections = Collections(self.vectors)
 
     def warm_up(self) -> None:
-        """Load the embedding model, the token encoding and the tree's contents now, not on
-        the first request."""
+        """Load the embedding model, the token encoding, the tree's contents and every
+        contract's vector index now, not on the first request."""
         from hltm.tokens import encoding
 
-        self.embed(["query warm-up"])
+        probe = self.embed(["query warm-up"])
         encoding()
         self.tree.prefetch(self.db_wait_s)
+        rows = self.tree.snapshot(self.db_wait_s).rows.values()
+        self.collections.load({row.contract_id for row in rows}, probe[0])
 
     # ---- scope -----------------------------------------------------------------------------
 

@@ -99,6 +99,10 @@ class Scope:
             conditions.append(("project_id", str(self.project_id)))
         return conditions
 
+    def narrowest_id(self) -> tuple[str, str]:
+        """The narrowest ownership column of the subtree and its value (`seat_id`, `s`)."""
+        return self._conditions()[-1]
+
     def chroma_where(self, **extra: str | list[str]) -> dict[str, Any] | None:
         """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`);
         None when nothing is left to filter.
@@ -110,8 +114,9 @@ class Scope:
         3,000 items: 28 ms with it, 2 ms without). Every hit is still checked against all three
         ids of its node's stored row (`ScopedMemory.search`).
         """
-        conditions = self._conditions()
-        clauses: list[dict[str, Any]] = [dict([conditions[-1]])] if len(conditions) > 1 else []
+        clauses: list[dict[str, Any]] = []
+        if self.level != "contract":
+            clauses.append(dict([self.narrowest_id()]))
         for key, value in extra.items():
             if isinstance(value, list | tuple):
                 values = sorted(set(value))

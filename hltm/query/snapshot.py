@@ -107,6 +107,8 @@ class TreeSnapshot:
     paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = field(
         default_factory=dict
     )
+    # (column, id) → the ids of the nodes carrying that id in that column.
+    members: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     @staticmethod
     def fingerprint(con: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
@@ -131,6 +133,7 @@ class TreeSnapshot:
             return cls()
         rows: dict[str, NodeRow] = {}
         paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = defaultdict(set)
+        members: dict[tuple[str, str], list[str]] = defaultdict(list)
         for node_id, level, contract_id, seat_id, project_id, version in raw:
             row = NodeRow(node_id, level, contract_id, seat_id or None, project_id or None, version)
             rows[node_id] = row
@@ -142,7 +145,8 @@ class TreeSnapshot:
             ):
                 if value:
                     paths[(column, value)].add(path)
-        return cls(rows, dict(paths))
+                    members[(column, value)].append(node_id)
+        return cls(rows, dict(paths), dict(members))
 
 
 class TreeIndex:
