@@ -2,8 +2,8 @@
 
     python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K] [--workers W]
 
-Starts `hltm serve` as its own process (`--workers` serving processes, default one per core;
-offline LLM backend, embedded stores) on a loopback port,
+Starts `hltm serve` as its own process (`--workers` serving processes, default 1; offline LLM
+backend, embedded stores) on a loopback port,
 over a data dir with a built memory tree (default: the 1,000-project tree `bench/query.py`
 builds under data/bench-query/1k), creates one bearer token per seat, and drives
 `POST /v1/ask` with closed-loop clients (each sends its next question as soon as the last one is
@@ -146,9 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="Per phase.")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seats", type=int, default=10)
-    parser.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="The server's processes."
-    )
+    parser.add_argument("--workers", type=int, default=1, help="The server's processes.")
     parser.add_argument(
         "--concurrency", type=int, default=8, help="The server's query slots per worker."
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -95,10 +94,11 @@ def ask(
 @click.option("--port", default=8765, show_default=True, type=int)
 @click.option(
     "--workers",
-    default=os.cpu_count() or 1,
-    show_default="one per core",
+    default=1,
+    show_default=True,
     type=click.IntRange(1),
-    help="Serving processes (each with its own engine, on one socket).",
+    help="Serving processes (each with its own engine, on one socket); one per core for CPU-bound"
+    " load on an otherwise idle machine.",
 )
 @click.option(
     "--concurrency", default=8, show_default=True, help="Queries run at once, per worker."

@@ -13,7 +13,7 @@ unknown or revoked token is 401. The body may narrow the scope to a seat or proj
 token's subtree; anything else (a sibling, another contract, a wider level) is 403 — a token never
 widens its scope, and the answer never says whether the other id exists.
 
-`serve` runs one process per worker (`hltm serve --workers`, default one per core), each with
+`serve` runs one process per worker (`hltm serve --workers`, default 1), each with
 its own engine on one shared socket. In each, nothing blocking runs on the event loop: token
 checks and queries run in worker threads, at most `concurrency` at once, with at most `queue`
 more waiting; past that, or when another process holds
