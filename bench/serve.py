@@ -1,8 +1,9 @@
 """bench/serve: the HTTP endpoint under load — 1 client, then 50 concurrent clients over 10 seats.
 
-    python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K]
+    python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K] [--workers W]
 
-Starts `hltm serve` as its own process (offline LLM backend, embedded stores) on a loopback port,
+Starts `hltm serve` as its own process (`--workers` serving processes, default 1; offline LLM
+backend, embedded stores) on a loopback port,
 over a data dir with a built memory tree (default: the 1,000-project tree `bench/query.py`
 builds under data/bench-query/1k), creates one bearer token per seat, and drives
 `POST /v1/ask` with closed-loop clients (each sends its next question as soon as the last one is
@@ -67,7 +68,9 @@ def _tokens(data: Path, seats: int) -> list[str]:
     return [create_token(db, Identity("seat", seat), "bench/serve")[1] for seat in chosen]
 
 
-def _start_server(data: Path, port: int, concurrency: int, queue: int) -> subprocess.Popen[bytes]:
+def _start_server(
+    data: Path, port: int, workers: int, concurrency: int, queue: int
+) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
         "HLTM_LLM_BACKEND": "offline",
@@ -75,7 +78,7 @@ def _start_server(data: Path, port: int, concurrency: int, queue: int) -> subpro
     }
     env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
-    command += ["--concurrency", str(concurrency), "--queue", str(queue)]
+    command += ["--workers", str(workers), "--concurrency", str(concurrency), "--queue", str(queue)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -143,13 +146,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="Per phase.")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seats", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=8, help="The server's query slots.")
+    parser.add_argument("--workers", type=int, default=1, help="The server's processes.")
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="The server's query slots per worker."
+    )
     parser.add_argument("--queue", type=int, default=64, help="The server's waiting queries.")
     args = parser.parse_args(argv)
     data = args.data.resolve()
     tokens = _tokens(data, args.seats)
     port = _free_port()
-    server = _start_server(data, port, args.concurrency, args.queue)
+    server = _start_server(data, port, args.workers, args.concurrency, args.queue)
     base = f"http://127.0.0.1:{port}"
     try:
         asyncio.run(_phase(base, tokens, 1, 3))  # warm caches (tree, embeddings) first
@@ -176,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"throughput {many['throughput_rps']} vs {one['throughput_rps']} req/s"
         f" ({many['throughput_rps'] / max(one['throughput_rps'], 1e-9):.2f}x) with"
-        f" {many['clients']} clients over {len(tokens)} seats; load {os.getloadavg()[0]:.1f}"
+        f" {many['clients']} clients over {len(tokens)} seats, {args.workers} server worker(s);"
+        f" load {os.getloadavg()[0]:.1f}"
     )
     n = many["clients"]
     print(

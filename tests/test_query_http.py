@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -150,6 +151,53 @@ def test_real_uvicorn_on_loopback_refuses_unknown_tokens(
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_serve_runs_one_engine_per_worker_process_on_one_socket(
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    """`serve(workers=2)`: two processes answer on one port; SIGTERM stops them cleanly."""
+    import multiprocessing
+    import os
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hltm.query.http import ServeLimits, serve
+
+    port = _free_port()
+    args = (built_world.settings, "127.0.0.1", port, ServeLimits(), 2)
+    server = multiprocessing.get_context("spawn").Process(target=serve, args=args)
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        _, token = create_token(
+            built_world.settings.derived_db, Identity("seat", built_world.seats()[0])
+        )
+        body = {"question": "Where do I usually hire?"}
+
+        def ask(_: int) -> tuple[int, str]:
+            answer = httpx.post(f"{base}/v1/ask", json=body, headers=_auth(token), timeout=60)
+            return answer.status_code, answer.json().get("answer", "")
+
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(ask, range(12)))
+        assert {status for status, _ in answers} == {200}
+        assert len({text for _, text in answers}) == 1  # every worker answers alike
+        children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+        commands = [Path(f"/proc/{c}/cmdline").read_bytes() for c in children]
+        assert sum(b"spawn_main" in c for c in commands) == 2  # two serving processes
+    finally:
+        if server.pid is not None:
+            os.kill(server.pid, signal.SIGTERM)
+        server.join(timeout=60)
+    assert server.exitcode == 0
 
 
 def test_cli_ask_json_and_token_management(

@@ -229,6 +229,46 @@ def test_stale_node_versions_are_never_read(
     assert node in _entities(result)
 
 
+def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A seat is searched by its items' ids; one id the index lacks (lost, or being rewritten)
+    makes Chroma refuse the call, and the same search runs by the subtree `where` instead."""
+    seat = built_world.seats()[0]
+    question = "Where do I usually hire?"
+    refused: list[bool] = []
+    by_ids = ScopedMemory._query_ids
+
+    def spy(self: ScopedMemory, *args: Any) -> Any:
+        result = by_ids(self, *args)
+        refused.append(result is None)
+        return result
+
+    monkeypatch.setattr(ScopedMemory, "_query_ids", spy)
+    assert engine.ask(Identity("seat", seat), question, log=False).citations
+    assert refused and not any(refused)  # searched by ids while the index is whole
+    contract_id = engine.scope_for(Identity("seat", seat)).contract_id
+    collection = engine.vectors.existing(memory_collection(str(contract_id)))
+    assert collection is not None
+    (victim,) = collection.get(where={"seat_id": seat}, limit=1, include=[])["ids"]
+    kept = collection.get(ids=[victim], include=["embeddings", "metadatas", "documents"])
+    collection.delete(ids=[victim])
+    try:
+        refused.clear()
+        after = engine.ask(Identity("seat", seat), question, log=False)
+        assert refused[0] and after.status == "answered" and after.citations
+        assert all(c.startswith(("seat:", "project:")) for c in after.citations)
+    finally:
+        collection.add(
+            ids=kept["ids"],
+            embeddings=kept["embeddings"],
+            metadatas=kept["metadatas"],
+            documents=kept["documents"],
+        )
+
+
 def test_queries_are_logged_with_their_cost(
     built_world: BuiltWorld,  # noqa: F811
     engine: QueryEngine,  # noqa: F811

@@ -40,7 +40,9 @@ def test_scope_filters_are_the_subtree_and_nothing_wider():
     }
 
     contract = Scope(Identity("contract", "c1"), "c1")
-    assert contract.chroma_where() == {"contract_id": "c1"}
+    # A contract's subtree is its own collection: no clause (one matching every item is slow).
+    assert contract.chroma_where() is None
+    assert contract.chroma_where(kind="qa") == {"kind": "qa"}
     assert contract.contains(seat) and contract.contains(project) and seat.contains(project)
     assert not seat.contains(contract) and not project.contains(seat)
     assert not seat.contains(Scope(Identity("seat", "s2"), "c1", "s2"))
@@ -229,15 +231,18 @@ def test_tree_index_and_token_cache_follow_every_write_to_the_file(tmp_path):  #
     first = index.snapshot()
     assert first.rows["seat:s1"].version == "v1" and first.paths[("seat_id", "s1")]
     assert index.snapshot() is first and index.reloads == 2  # unchanged file: not re-read
-    (row,) = index.contents([first.rows["seat:s1"]]).values()
-    assert row[6] == "v1" and row[9] == "long"
+    (view,) = index.contents([first.rows["seat:s1"]]).values()
+    assert view.version == "v1" and view.summary_long == "long"
     with connect(db) as con:
         con.execute("UPDATE memory_nodes SET version = 'v2', summary_long = 'new'")
     second = index.snapshot()
     assert second.rows["seat:s1"].version == "v2"
     # A version names one content: v1's stays v1's; the current snapshot names v2.
-    assert index.contents([first.rows["seat:s1"]])["seat:s1"][9] == "long"
-    assert index.contents([second.rows["seat:s1"]])["seat:s1"][9] == "new"
+    assert index.contents([first.rows["seat:s1"]])["seat:s1"].summary_long == "long"
+    assert index.contents([second.rows["seat:s1"]])["seat:s1"].summary_long == "new"
+    with connect(db) as con:  # a write to another table (a server's query log): the tree stays
+        con.execute("CREATE TABLE other AS SELECT 1 AS x")
+    assert index.snapshot() is second and index.reloads == 3
 
     tokens = TokenCache(db)
     token_id, token = create_token(db, Identity("seat", "s1"))

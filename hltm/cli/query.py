@@ -92,26 +92,37 @@ def ask(
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8765, show_default=True, type=int)
-@click.option("--concurrency", default=8, show_default=True, help="Queries run at once.")
-@click.option("--queue", default=64, show_default=True, help="Queries waiting before 503.")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Serving processes (each with its own engine, on one socket); one per core for CPU-bound"
+    " load on an otherwise idle machine.",
+)
+@click.option(
+    "--concurrency", default=8, show_default=True, help="Queries run at once, per worker."
+)
+@click.option(
+    "--queue", default=64, show_default=True, help="Queries waiting before 503, per worker."
+)
 @click.option(
     "--db-wait", default=2.0, show_default=True, help="Seconds to wait for a locked DB (then 503)."
 )
-def serve(host: str, port: int, concurrency: int, queue: int, db_wait: float) -> None:
+def serve(host: str, port: int, workers: int, concurrency: int, queue: int, db_wait: float) -> None:
     """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
-    from hltm.query.engine import QueryEngine
     from hltm.query.http import ServeLimits
     from hltm.query.http import serve as run
-    from hltm.vectors import VectorIndexUnavailable
 
+    click.echo(
+        f"query endpoint on http://{host}:{port}/v1/ask, {workers} worker(s) (Ctrl-C to stop)"
+    )
     try:
-        engine = QueryEngine(settings(), db_wait_s=db_wait)
-    except VectorIndexUnavailable as err:
-        fail(str(err))
-        return
-    engine.warm_up()
-    click.echo(f"query endpoint on http://{host}:{port}/v1/ask (Ctrl-C to stop)")
-    run(engine, host=host, port=port, limits=ServeLimits(concurrency, queue, db_wait))
+        run(settings(), host, port, ServeLimits(concurrency, queue, db_wait), workers)
+    except SystemExit as err:
+        if isinstance(err.code, str):
+            fail(err.code)
+        raise
 
 
 @click.group()

@@ -32,7 +32,7 @@ from typing import Any
 from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
 from hltm.query import tasks
-from hltm.query.boundary import ScopedMemory
+from hltm.query.boundary import Collections, ScopedMemory
 from hltm.query.log import QueryLogWriter
 from hltm.query.parse import FIELDS, ground_pairs, parse_question
 from hltm.query.retrieve import (
@@ -205,15 +205,18 @@ class QueryEngine:
         self.embed = QueryEmbeddings(self.embedder)
         self.query_log = QueryLogWriter(settings.derived_db)
         self.tree = TreeIndex(settings.derived_db)
+        self.collections = Collections(self.vectors)
 
     def warm_up(self) -> None:
-        """Load the embedding model, the token encoding and the tree's contents now, not on
-        the first request."""
+        """Load the embedding model, the token encoding, the tree's contents and every
+        contract's vector index now, not on the first request."""
         from hltm.tokens import encoding
 
-        self.embed(["query warm-up"])
+        probe = self.embed(["query warm-up"])
         encoding()
         self.tree.prefetch(self.db_wait_s)
+        rows = self.tree.snapshot(self.db_wait_s).rows.values()
+        self.collections.load({row.contract_id for row in rows}, probe[0])
 
     # ---- scope -----------------------------------------------------------------------------
 
@@ -258,7 +261,9 @@ class QueryEngine:
         # Reads go through the in-memory tree index: a connection is opened only when the file
         # changed, for milliseconds, and never held across the LLM calls.
         scope = self.scope_for(identity, within)
-        memory = ScopedMemory(scope, self.tree, self.vectors, config.levels, self.db_wait_s)
+        memory = ScopedMemory(
+            scope, self.tree, self.vectors, config.levels, self.db_wait_s, self.collections
+        )
         # A resolved scope holds nodes by construction; only a depth filter can empty it.
         empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
         scoped_s = time.perf_counter() - started

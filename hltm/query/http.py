@@ -13,8 +13,10 @@ unknown or revoked token is 401. The body may narrow the scope to a seat or proj
 token's subtree; anything else (a sibling, another contract, a wider level) is 403 — a token never
 widens its scope, and the answer never says whether the other id exists.
 
-Nothing blocking runs on the event loop: token checks and queries run in worker threads, at most
-`concurrency` at once, with at most `queue` more waiting; past that, or when another process holds
+`serve` runs one process per worker (`hltm serve --workers`, default 1), each with
+its own engine on one shared socket. In each, nothing blocking runs on the event loop: token
+checks and queries run in worker threads, at most `concurrency` at once, with at most `queue`
+more waiting; past that, or when another process holds
 the DuckDB file longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy, retry). A
 body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked up; a
 question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503 naming it.
@@ -24,6 +26,9 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import signal
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +47,7 @@ from hltm.query.access import TokenCache
 from hltm.query.api import AskRequest, RankingQuery, invalid_body, openapi_spec
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
+from hltm.settings import Settings
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import DatabaseBusy
 
@@ -208,17 +214,70 @@ def create_app(
     )
 
 
+def _worker(
+    settings: Settings, limits: ServeLimits, sockets: list[socket.socket] | None, bind: Any
+) -> None:
+    """One serving process: its own engine (model, stores, caches), on the shared socket."""
+    import uvicorn
+
+    try:
+        engine = QueryEngine(settings, db_wait_s=limits.db_wait_s)
+    except VectorIndexUnavailable as err:
+        raise SystemExit(str(err)) from None
+    engine.warm_up()
+    engine.query_log.start_flushing(limits.log_flush_s)
+    try:
+        app = create_app(engine, limits=limits)
+        uvicorn.Server(uvicorn.Config(app, log_level="info", **bind)).run(sockets=sockets)
+    finally:
+        engine.query_log.stop_flushing(limits.db_wait_s)
+
+
 def serve(
-    engine: QueryEngine,
+    settings: Settings,
     host: str = "127.0.0.1",
     port: int = 8765,
     limits: ServeLimits | None = None,
+    workers: int = 1,
 ) -> None:
+    """Serve until interrupted, in `workers` processes sharing one listening socket.
+
+    Python runs one thread at a time per process, so the CPU of a query (parsing, retrieval
+    bookkeeping, the offline composer) uses one core per process: one worker per core serves on
+    all of them. Each worker has its own engine; they share only the files (DuckDB's single
+    writer is each worker's query-log flush, once a second, waited for like any other writer).
+    """
     import uvicorn
 
     limits = limits or ServeLimits()
-    engine.query_log.start_flushing(limits.log_flush_s)
+    if workers <= 1:
+        _worker(settings, limits, None, {"host": host, "port": port})
+        return
+    sock = uvicorn.Config(None, host=host, port=port).bind_socket()  # type: ignore[arg-type]
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+    processes = [
+        spawn.Process(target=_worker, args=(settings, limits, [sock], {}), name=f"serve-{i}")
+        for i in range(workers)
+    ]
+
+    def stop(signum: int, frame: Any) -> None:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        uvicorn.run(create_app(engine, limits=limits), host=host, port=port, log_level="info")
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join()
+    except KeyboardInterrupt:
+        stop(signal.SIGINT, None)
+        for process in processes:
+            process.join(timeout=30)
     finally:
-        engine.query_log.stop_flushing(limits.db_wait_s)
+        signal.signal(signal.SIGTERM, previous)
+        sock.close()
+    failed = [p.exitcode for p in processes if p.exitcode not in (0, -signal.SIGTERM)]
+    if failed:
+        raise SystemExit(f"{len(failed)} of {workers} serving processes failed: {failed}")

@@ -157,7 +157,8 @@ def _search_all_kinds(
     memory: ScopedMemory, vectors: np.ndarray, wants: list[dict[str, int]], n: int
 ) -> list[dict[str, list[Hit]]]:
     """For each vector, its nearest items split by kind, from ONE subtree-filtered call; a kind
-    left with fewer distinct nodes than `wants[i][kind]` is re-asked with a kind filter.
+    left with fewer distinct nodes than `wants[i][kind]` is re-asked with a kind filter (one call
+    per kind, for every vector it was crowded out of).
 
     The split is exact: among the n nearest items of all kinds, the m items of one kind are that
     kind's m nearest. Only when a kind is crowded out (and the subtree holds more than n items)
@@ -165,13 +166,18 @@ def _search_all_kinds(
     """
     mixed = memory.search(None, vectors, n)
     exhausted = memory.last_exhausted
-    out: list[dict[str, list[Hit]]] = []
-    for i, hits in enumerate(mixed):
-        split = {kind: [h for h in hits if h.kind == kind] for kind in wants[i]}
-        for kind, need in sorted(wants[i].items()):
-            if not exhausted[i] and _nodes(split[kind]) < need:
-                (split[kind],) = memory.search(kind, vectors[i : i + 1], n)
-        out.append(split)
+    out = [
+        {kind: [h for h in hits if h.kind == kind] for kind in wants[i]}
+        for i, hits in enumerate(mixed)
+    ]
+    crowded: dict[str, list[int]] = defaultdict(list)  # kind → the vectors it was crowded out of
+    for i, want in enumerate(wants):
+        for kind, need in want.items():
+            if not exhausted[i] and _nodes(out[i][kind]) < need:
+                crowded[kind].append(i)
+    for kind, rows in sorted(crowded.items()):  # one kind-filtered call for all its vectors
+        for i, hits in zip(rows, memory.search(kind, vectors[rows], n), strict=True):
+            out[i][kind] = hits
     return out
 
 

@@ -99,22 +99,32 @@ class Scope:
             conditions.append(("project_id", str(self.project_id)))
         return conditions
 
-    def chroma_where(self, **extra: str | list[str]) -> dict[str, Any]:
-        """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`).
+    def narrowest_id(self) -> tuple[str, str]:
+        """The narrowest ownership column of the subtree and its value (`seat_id`, `s`)."""
+        return self._conditions()[-1]
+
+    def chroma_where(self, **extra: str | list[str]) -> dict[str, Any] | None:
+        """The subtree filter for Chroma's `where`, ANDed with `extra` equalities (or `$in`);
+        None when nothing is left to filter.
 
         It names the narrowest id only (`seat_id = s`, not also `contract_id = c`): the query
-        runs inside the contract's own collection, which is the contract condition, and Chroma's
-        filter cost grows with how many items a clause matches — a contract clause matches the
-        whole collection. Every hit is still checked against all three ids (`admits_metadata`).
+        runs inside the contract's own collection, which is the contract condition, so a
+        contract's own scope adds no clause at all. Chroma's filter cost grows with how many
+        items a clause matches, and a contract clause matches the whole collection (measured on
+        3,000 items: 28 ms with it, 2 ms without). Every hit is still checked against all three
+        ids of its node's stored row (`ScopedMemory.search`).
         """
-        column, value = self._conditions()[-1]
-        clauses: list[dict[str, Any]] = [{column: value}]
+        clauses: list[dict[str, Any]] = []
+        if self.level != "contract":
+            clauses.append(dict([self.narrowest_id()]))
         for key, value in extra.items():
             if isinstance(value, list | tuple):
                 values = sorted(set(value))
                 clauses.append({key: values[0]} if len(values) == 1 else {key: {"$in": values}})
             else:
                 clauses.append({key: value})
+        if not clauses:
+            return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
     def sql_predicate(self, alias: str = "") -> tuple[str, list[str]]:

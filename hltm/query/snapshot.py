@@ -4,7 +4,10 @@ Opening a DuckDB file costs about 25 ms of CPU (DuckDB starts a database instanc
 it open would lock out the one writer process (the memory build). So the query path reads
 `node_id, level, contract_id, seat_id, project_id, version` of every node once, keeps them, and
 reads them again only when the file changes — judged by `file_token`, the stat (inode, size,
-mtime) of the file and of its write-ahead log, which every committed write changes. Node
+mtime) of the file and of its write-ahead log, which every committed write changes — and the
+tree with it: most writes to the file are not to the tree (a server's query log, once a second),
+so a changed file is first asked for the tree's `fingerprint` (one aggregate, milliseconds at
+100k nodes) and the rows are re-read only if that moved. Node
 contents are cached by (node_id, version): a version is a content hash, so an entry never goes
 stale, and a node's current version always comes from the latest snapshot.
 
@@ -14,6 +17,7 @@ snapshot, exactly as its SQL does.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict, defaultdict
@@ -58,6 +62,43 @@ class NodeRow:
 
 
 @dataclass(frozen=True)
+class NodeView:
+    """A memory node as the query path sees it (read through the boundary only)."""
+
+    node_id: str
+    level: str
+    contract_id: str
+    seat_id: str | None
+    project_id: str | None
+    label: str
+    version: str
+    facets: list[dict[str, Any]]
+    qa: list[dict[str, Any]]
+    summary_long: str
+    summary_short: str
+
+
+def node_view(row: tuple[Any, ...]) -> NodeView:
+    """A `memory_nodes` row (NODE_COLUMNS) as a `NodeView`."""
+    (node_id, level, contract_id, seat_id, project_id, label, version, facets, qa, long, short) = (
+        row
+    )
+    return NodeView(
+        node_id=node_id,
+        level=level,
+        contract_id=contract_id,
+        seat_id=seat_id or None,
+        project_id=project_id or None,
+        label=label or node_id,
+        version=version,
+        facets=json.loads(facets or "[]"),
+        qa=json.loads(qa or "[]"),
+        summary_long=long or "",
+        summary_short=short or "",
+    )
+
+
+@dataclass(frozen=True)
 class TreeSnapshot:
     """Every stored node's ownership path and version, as of one state of the file."""
 
@@ -66,6 +107,20 @@ class TreeSnapshot:
     paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = field(
         default_factory=dict
     )
+    # (column, id) → the ids of the nodes carrying that id in that column.
+    members: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    @staticmethod
+    def fingerprint(con: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
+        """Changes whenever any node's row in the snapshot's columns changes (None: no tree)."""
+        try:
+            row = con.execute(
+                "SELECT count(*), bit_xor(hash(node_id, level, contract_id, seat_id, project_id,"
+                f" version)) FROM {MEMORY_TABLE}"
+            ).fetchone()
+        except duckdb.CatalogException:
+            return None
+        return tuple(row) if row else None
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection) -> TreeSnapshot:
@@ -78,6 +133,7 @@ class TreeSnapshot:
             return cls()
         rows: dict[str, NodeRow] = {}
         paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = defaultdict(set)
+        members: dict[tuple[str, str], list[str]] = defaultdict(list)
         for node_id, level, contract_id, seat_id, project_id, version in raw:
             row = NodeRow(node_id, level, contract_id, seat_id or None, project_id or None, version)
             rows[node_id] = row
@@ -89,19 +145,28 @@ class TreeSnapshot:
             ):
                 if value:
                     paths[(column, value)].add(path)
-        return cls(rows, dict(paths))
+                    members[(column, value)].append(node_id)
+        return cls(rows, dict(paths), dict(members))
 
 
 class TreeIndex:
     """The latest `TreeSnapshot` of one derived file, and a bounded cache of node contents."""
 
-    def __init__(self, derived_db: Path | str, max_contents: int = 200_000) -> None:
+    def __init__(
+        self, derived_db: Path | str, max_contents: int = 200_000, max_decoded: int = 10_000
+    ) -> None:
+        """Up to `max_contents` rows are kept as stored (~8 KB a node), and the `max_decoded`
+        most recently read of them also decoded (about 3× that), so a node read again is not
+        parsed again."""
         self.derived_db = Path(derived_db)
         self.max_contents = max_contents
+        self.max_decoded = max_decoded
         self.reloads = 0
         self._snapshot = TreeSnapshot()
         self._token: FileToken | None = None
+        self._fingerprint: tuple[Any, ...] | None = None
         self._contents: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()
+        self._decoded: OrderedDict[tuple[str, str], NodeView] = OrderedDict()
         self._lock = threading.Lock()
 
     def snapshot(self, wait_s: float | None = None) -> TreeSnapshot:
@@ -113,20 +178,27 @@ class TreeIndex:
             token = file_token(self.derived_db)
             if token != self._token:
                 if token[0] is None:
-                    self._snapshot = TreeSnapshot()
+                    self._snapshot, self._fingerprint = TreeSnapshot(), None
+                    self.reloads += 1
                 else:
                     with connect(self.derived_db, wait_s=wait_s) as con:
-                        self._snapshot = TreeSnapshot.read(con)
+                        fingerprint = TreeSnapshot.fingerprint(con)
+                        if fingerprint is None or fingerprint != self._fingerprint:
+                            self._snapshot = TreeSnapshot.read(con)
+                            self._fingerprint = fingerprint
+                            self.reloads += 1
                 self._token = token
-                self.reloads += 1
             return self._snapshot
 
-    def contents(
-        self, rows: Iterable[NodeRow], wait_s: float | None = None
-    ) -> dict[str, tuple[Any, ...]]:
-        """Full `memory_nodes` rows (NODE_COLUMNS) of these node versions; misses are read by
-        primary key in one connection. A row whose stored version moved on meanwhile is left
-        out (the caller reads it as absent, as it would a node removed between two reads)."""
+    def contents(self, rows: Iterable[NodeRow], wait_s: float | None = None) -> dict[str, NodeView]:
+        """These node versions' contents; misses are read by primary key in one connection. A
+        row whose stored version moved on meanwhile is left out (the caller reads it as absent,
+        as it would a node removed between two reads)."""
+        return {key[0]: self._decode(key, row) for key, row in self._stored(rows, wait_s).items()}
+
+    def _stored(
+        self, rows: Iterable[NodeRow], wait_s: float | None
+    ) -> dict[tuple[str, str], tuple[Any, ...]]:
         wanted = {(r.node_id, r.version) for r in rows}
         with self._lock:
             found = {key: self._contents[key] for key in wanted if key in self._contents}
@@ -147,9 +219,22 @@ class TreeIndex:
                         found[key] = self._contents[key] = row
                 while len(self._contents) > self.max_contents:
                     self._contents.popitem(last=False)
-        return {node_id: row for (node_id, _), row in found.items()}
+        return found
+
+    def _decode(self, key: tuple[str, str], row: tuple[Any, ...]) -> NodeView:
+        with self._lock:
+            view = self._decoded.get(key)
+            if view is not None:
+                self._decoded.move_to_end(key)
+                return view
+        view = node_view(row)
+        with self._lock:
+            self._decoded[key] = view
+            while len(self._decoded) > self.max_decoded:
+                self._decoded.popitem(last=False)
+        return view
 
     def prefetch(self, wait_s: float | None = None) -> None:
         """Load every node's contents now (a server's warm-up), not on first use."""
         snapshot = self.snapshot(wait_s)
-        self.contents(list(snapshot.rows.values())[: self.max_contents], wait_s)
+        self._stored(list(snapshot.rows.values())[: self.max_contents], wait_s)
