@@ -94,7 +94,8 @@ def _step(title: str, fn: Callable[[], str]) -> str:
     text = fn()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     click.echo(
-        "\n".join(f"  {line}" for line in text.splitlines()) + f"  [{seconds:.1f}s, {cpu:.1f} CPU-s]"
+        "\n".join(f"  {line}" for line in text.splitlines())
+        + f"  [{seconds:.1f}s, {cpu:.1f} CPU-s]"
     )
     return f"{title}: {text.splitlines()[0] if text else ''}"
 
