@@ -4,7 +4,8 @@ file, then a re-ingest of the same files (every row unchanged).
     .venv/bin/python bench/ingest.py
 
 Before column-wise validation (row-by-row Python and `executemany`), the first load took 220 s
-on a loaded 2-core machine (89 CPU-seconds); the target is ≤ 10 s. Ends with one JSON line.
+on a loaded 2-core machine (89 CPU-seconds); the target is ≤ 10 s. Column-wise, it took 7.2 s
+wall and 1.2 CPU-seconds at load average 15 (2026-12-01). Ends with one JSON line.
 """
 
 from __future__ import annotations
