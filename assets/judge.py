@@ -164,7 +164,7 @@ def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None
     group_name=JUDGE_GROUP,
     deps=[source_key("resumes")],
     kinds={"chroma"},
-    description="The `resumes` vector collection (both layers, metadata layer + content hash); "
+    description="The `resumes` vector collection (the active layer, metadata layer + content hash); "
     "only changed resumes are embedded and upserted.",
 )
 def resume_index(

@@ -198,7 +198,11 @@ def test_partition_assets_and_the_blocking_gate(world: Settings, instance) -> No
         judge_quote_gate,
         ranking_journal_chain,
     ]
-    dg.materialize([resume_index], resources=resources, instance=instance)
+    indexed = dg.materialize([resume_index], resources=resources, instance=instance)
+    # the archive is never searched by vector, so it is not embedded
+    sync = indexed.asset_materializations_for_node("resume_index")[0].metadata
+    active = load_resumes(world.sources_db, layer="active")
+    assert sync["indexed"].value == len(active) < len(load_resumes(world.sources_db))
     ok = dg.materialize(
         assets, partition_key="v001", resources=resources, instance=instance,
         selection=[candidate_pools, judge_scores, rankings],

@@ -90,10 +90,13 @@ def step_failures(result: Any) -> list[str]:
 
 def _step(title: str, fn: Callable[[], str]) -> str:
     click.secho(f"▶ {title}", bold=True)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     text = fn()
-    seconds = time.perf_counter() - started
-    click.echo("\n".join(f"  {line}" for line in text.splitlines()) + f"  [{seconds:.1f}s]")
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    click.echo(
+        "\n".join(f"  {line}" for line in text.splitlines())
+        + f"  [{seconds:.1f}s, {cpu:.1f} CPU-s]"
+    )
     return f"{title}: {text.splitlines()[0] if text else ''}"
 
 

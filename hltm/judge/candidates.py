@@ -1,9 +1,10 @@
 """Candidate pools over the resume index: vector top-100 ∪ BM25 top-150, with provenance.
 
-* The **vector index** is the Chroma collection ``resumes`` (one entry per resume, metadata
-  ``layer``, ``language``, ``content_hash``). `sync_resume_index` upserts only resumes whose
-  content hash changed and removes deleted ones. Searches filter ``layer = active`` *before*
-  the nearest-neighbour search: the archive layer never enters a normal pool.
+* The **vector index** is the Chroma collection ``resumes`` (one entry per active resume,
+  metadata ``layer``, ``language``, ``content_hash``). `sync_resume_index` upserts only resumes
+  whose content hash changed and removes deleted ones. Searches filter ``layer = active``
+  *before* the nearest-neighbour search: the archive layer never enters a normal pool (and is
+  not embedded: `hltm.judge.service.refresh_index` syncs the active layer).
 * **BM25** (`bm25s`, tech-aware tokenizer) runs over the active layer's texts, built in memory
   from the sources (milliseconds for thousands of resumes) and reused while they are unchanged.
 * The **pool** is the plain union (`hltm.judge.pools.union_pool`); the judge ranks it. RRF is a
@@ -58,7 +59,7 @@ class IndexSync:
 def sync_resume_index(
     store: VectorStore, embedder: CachedEmbedder, resumes: Sequence[Resume]
 ) -> IndexSync:
-    """Make the ``resumes`` collection equal the given resumes (both layers), changed ones only."""
+    """Make the ``resumes`` collection equal the given resumes, changed ones only."""
     coll = store.collection(RESUMES_COLLECTION)
     existing: dict[str, str] = {}
     got = coll.get(include=["metadatas"])

@@ -93,8 +93,12 @@ class JudgeEnv:
 
 
 def refresh_index(env: JudgeEnv) -> IndexSync:
-    """Bring the ``resumes`` vector collection in line with the sources (changed ones only)."""
-    return sync_resume_index(env.store, env.embedder, load_resumes(env.sources_db))
+    """Bring the ``resumes`` vector collection in line with the sources' active layer (changed
+    ones only). The archive is not embedded: no vector search reads it (it never enters a
+    normal pool, and the recall probe samples it by BM25), and embedding is most of a cold
+    run's CPU. A resume moved between layers is added or removed here; its vector stays in
+    the embedding cache."""
+    return sync_resume_index(env.store, env.embedder, load_resumes(env.sources_db, "active"))
 
 
 @dataclass
