@@ -4,26 +4,30 @@
 refresh run, the per-partition assets, the CLI and the benchmarks:
 
 * `plan()` diffs the desired tree (versions computed from the sources) against the store;
-* `run_level(level, node_ids)` rebuilds nodes of one level, projects from their source data with
-  the facets / qa / summary tasks, seats and contracts from their children's stored F/Q/S with the
-  aggregate task; a node whose stored version is already the one its inputs give is skipped;
-* `refresh(plan)` runs deletions and the three levels in order (leaves, then seats, then
-  contracts); `full_build()` refreshes everything that is not current and purges the rest.
+* `build(node_ids)` rebuilds nodes of any levels, projects from their source data with the
+  facets / qa / summary tasks, seats and contracts from their children's F/Q/S with the aggregate
+  task; a node whose stored version is already the one its inputs give is skipped;
+* `refresh(plan)` runs deletions, then `build` over the plan; `full_build()` refreshes everything
+  that is not current and purges the rest.
 
 A node whose LLM output stays unusable is reported as failed with an error naming it; the rest of
-its level is still stored, its previous good version stays in place, and its parent is rebuilt
+the tree is still stored, its previous good version stays in place, and its parent is rebuilt
 from the children that do have a memory (so a deletion is never held back by a sibling's
 failure). `MemoryBuildError` is raised at the end when anything failed.
 
 The model may only cite ids of its input: they are sent as enums in the schema (strict mode or a
 grammar enforces them), and checked again in code, with the parents' minimum support. What is
 dropped (unknown ids, too little support, the prompt's own examples echoed back) is counted per
-node, in its report and in the store, for the degraded-node check. Nodes of one level are built
-with up to `workers` LLM calls in flight (the backend's concurrency by default: 1 offline, more
-against a remote endpoint), a leaf's QA and summary calls side by side; embedding and every store
-write stay in the calling thread (one DuckDB writer), which embeds finished nodes while the
-others' calls are still in flight and stores the batch in one write. What is stored does not
-depend on `workers`.
+node, in its report and in the store, for the degraded-node check.
+
+`build` is a dataflow, not level by level: up to `workers` LLM calls in flight (the backend's
+concurrency by default: 1 offline, more against a remote endpoint) across nodes of every level, a
+leaf's QA and summary calls side by side, and a parent started as soon as its own children are
+done, ahead of the leaves still waiting (leaves go seat by seat, contract by contract, so seats
+and contracts finish early). Embedding and every store write stay in the calling thread (one
+DuckDB writer): it embeds finished nodes while the others' calls are in flight, and stores a
+contract's nodes in one write once all of them are done (earlier in the tail, when only parents
+are left). What is stored does not depend on `workers` or on the order nodes finish in.
 Full plans first `reconcile()` the two stores: orphan vector items are swept and nodes whose
 items are missing are re-indexed from their stored rows.
 """
