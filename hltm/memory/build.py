@@ -541,12 +541,15 @@ class _Flow:
         """Built nodes are embedded once `workers` of them wait (or a write is due); a
         contract's nodes are stored once none of them is open, or `batch_size` wait, or only
         parents are left under way (the tail: the last contracts' leaves go in meanwhile)."""
-        waiting = Counter(self._contract_of(o) for o in self.unembedded)
-        waiting.update({cid: len(pairs) for cid, pairs in self.unstored.items()})
+        finished = [*self.unembedded, *(o for pairs in self.unstored.values() for o, _ in pairs)]
+        waiting = Counter(self._contract_of(o) for o in finished)
         limit = self.builder.config.batch_size
         tail = not (self.ready or self.leaf_jobs or self.leaves or self.leaves_running)
+        with_leaves = {self._contract_of(o) for o in finished if o.report.level == "project"}
         due = sorted(
-            c for c, n in waiting.items() if n and (tail or self.open[c] == 0 or n >= limit)
+            c
+            for c, n in waiting.items()
+            if self.open[c] == 0 or n >= limit or (tail and c in with_leaves)
         )
         if len(self.unembedded) >= workers or due:
             group, self.unembedded = self.unembedded, []
