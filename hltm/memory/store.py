@@ -51,10 +51,6 @@ MEMORY_TABLE = "memory_nodes"
 QUALITY_TABLE = "memory_node_quality"
 COLLECTION_PREFIX = "mem"
 _CHROMA_CHUNK = 2000
-# Items per add: the embedded client holds the interpreter lock while it adds (~1-2 ms an item),
-# so a build's threads waiting on LLM answers get a turn between chunks; a chunk costs about as
-# much per item as one big add.
-_CHROMA_ADD_CHUNK = 128
 
 _COLUMNS = (
     ("node_id", "VARCHAR PRIMARY KEY"),
@@ -453,8 +449,8 @@ class MemoryStore:
                     documents.append(text)
                     metadatas.append(item_metadata(node, kind, index, field))
                     embeddings.append(vector)
-            for start in range(0, len(ids), _CHROMA_ADD_CHUNK):
-                end = start + _CHROMA_ADD_CHUNK
+            for start in range(0, len(ids), _CHROMA_CHUNK):
+                end = start + _CHROMA_CHUNK
                 col.add(
                     ids=ids[start:end],
                     documents=documents[start:end],
