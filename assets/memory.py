@@ -7,14 +7,16 @@
   by level); the precise tree lives in DuckDB and each materialisation records its exact lineage
   (child keys and versions) in metadata.
 * `refresh_memory_tree` — an op job whose config is an affected set (node ids); it purges deleted
-  nodes, then rebuilds leaves, then seats, then contracts, in one run and one process, and logs an
-  `AssetMaterialization` per rebuilt node with the same metadata as the assets. The
+  nodes, then rebuilds the rest in one run and one process (a parent as soon as its children are
+  done: `MemoryBuilder.build`), and logs an `AssetMaterialization` per rebuilt node with the same
+  metadata as the assets. The
   `source_changes` sensor requests it. `rebuild_memory_tree` is the same graph preset to rebuild
   everything that is not current (optionally from scratch): the full-rebuild path.
 
 All the work is done by `hltm.memory.MemoryBuilder`; this module only wires resources and events.
 """
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +120,7 @@ def _materialize_node(
                     " Materialize them first, or run `refresh_memory_tree`."
                 )
             )
-    reports = builder.run_level(level, [node_id])
+    reports = builder.build([node_id])
     report = next(r for r in reports if r.node_id == node_id)
     if report.status == "failed":
         raise MemoryBuildError([report])
@@ -240,7 +242,7 @@ def _sync_partitions(context: OpExecutionContext, plan: Plan, tree: Tree) -> Non
 
 @dg.op(
     description="Diff the sources against the memory store, purge deleted nodes, and hand the "
-    "affected set (leaves plus ancestor chains) to the level ops.",
+    "affected set (leaves plus ancestor chains) to `refresh_memories`.",
     tags={"kind": "plan"},
 )
 def plan_memory_refresh(
@@ -282,7 +284,6 @@ def plan_memory_refresh(
         **plan.as_config(),
         "config_digest": version_config(builder.llm.model, builder.hints, builder.config).digest,
         "hints": {**builder.hints.as_payload(), "version": builder.hints.version},
-        "failures": [],
     }
 
 
@@ -294,20 +295,27 @@ def _contracts_of(plan: Plan, tree: Tree, built: dict[str, Any]) -> list[str]:
     )
 
 
-def _run_level(
+@dg.op(
+    description="Rebuild the affected nodes, a parent as soon as its children are done, and log "
+    "a materialization per node (of project_memory, seat_memory or contract_memory).",
+    out={},
+)
+def refresh_memories(
     context: OpExecutionContext,
-    level: str,
     state: dict[str, Any],
-    builder: MemoryBuilder,
-) -> dict[str, Any]:
-    failures = list(state.get("failures", []))
-    ids = state[{"project": "projects", "seat": "seats", "contract": "contracts"}[level]]
+    platform: PlatformResource,
+) -> Iterator[dg.AssetMaterialization]:
+    """Yields the materializations (events logged inside a step that then fails are lost, and
+    a failed node fails the step only after every other node was stored and recorded)."""
+    builder = make_builder(platform, hints=Hints.from_dict(state["hints"]))
+    failures: list[str] = []
+    materializations: list[dg.AssetMaterialization] = []
 
     def log(report: NodeReport) -> None:
         if report.status == "built":
-            context.log_event(
+            materializations.append(
                 dg.AssetMaterialization(
-                    asset_key=ASSET_KEYS[level],
+                    asset_key=ASSET_KEYS[report.level],
                     partition=_partition_key(report.node_id),
                     metadata=node_metadata(report),
                     description=f"rebuilt by {context.run_id[:8]} ({context.job_name})",
@@ -319,55 +327,31 @@ def _run_level(
         elif report.status == "deleted":
             context.log.info(f"purged {report.node_id}: it is no longer in the sources")
 
-    reports = builder.run_level(level, ids, on_node=log)
-    counts = {s: sum(1 for r in reports if r.status == s) for s in ("built", "current", "failed")}
-    context.log.info(f"{level} level: {counts}")
-    return {**state, "failures": failures}
-
-
-def _level_op(level: str) -> dg.OpDefinition:
-    @dg.op(
-        name=f"refresh_{level}_memories",
-        description=f"Rebuild the affected {level} nodes and log a materialization per node.",
-    )
-    def _op(
-        context: OpExecutionContext,
-        state: dict[str, Any],
-        platform: PlatformResource,
-    ) -> dict[str, Any]:
-        hints = Hints.from_dict(state["hints"]) if "hints" in state else None
-        builder = make_builder(platform, hints=hints)
-        result = _run_level(context, level, state, builder)
-        vectors = platform.vectors
-        if level == "contract" and not vectors.host:  # deleted items leave Chroma's log too
-            compact_chroma_log(Path(vectors.path))
-        if level == "contract" and result["failures"]:
-            raise dg.Failure(
-                description=f"{len(result['failures'])} memory node(s) failed; their previous"
-                " versions were kept and every other node was stored:\n"
-                + "\n".join(result["failures"]),
-                metadata={"failed_nodes": dg.MetadataValue.json(result["failures"])},
-            )
-        return result
-
-    return _op
-
-
-refresh_project_memories = _level_op("project")
-refresh_seat_memories = _level_op("seat")
-refresh_contract_memories = _level_op("contract")
+    reports = builder.build([*state["projects"], *state["seats"], *state["contracts"]], log)
+    for level in LEVELS:
+        at = [r for r in reports if r.level == level]
+        counts = {s: sum(1 for r in at if r.status == s) for s in ("built", "current", "failed")}
+        context.log.info(f"{level} level: {counts}")
+    yield from materializations
+    vectors = platform.vectors
+    if not vectors.host:  # deleted items leave Chroma's log too
+        compact_chroma_log(Path(vectors.path))
+    if failures:
+        raise dg.Failure(
+            description=f"{len(failures)} memory node(s) failed; their previous versions were"
+            " kept and every other node was stored:\n" + "\n".join(failures),
+            metadata={"failed_nodes": dg.MetadataValue.json(failures)},
+        )
 
 
 @dg.graph
 def memory_refresh_graph() -> None:
-    refresh_contract_memories(
-        refresh_seat_memories(refresh_project_memories(plan_memory_refresh()))
-    )
+    refresh_memories(plan_memory_refresh())
 
 
 refresh_memory_tree = memory_refresh_graph.to_job(
     name="refresh_memory_tree",
-    description="Rebuild an affected set of memory nodes — leaves, then seats, then contracts — "
+    description="Rebuild an affected set of memory nodes — each parent after its children — "
     "in one run (requested by the `source_changes` sensor).",
     executor_def=dg.in_process_executor,
     tags={REFRESH_TAG: "incremental"},

@@ -189,8 +189,8 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
 
         # One leaf through the server first, untimed: the server process loads its rules'
         # tables on its first answers (a remote model has its weights loaded already).
-        builder_from_settings(settings_for("warm-up", 1)).run_level(
-            "project", [node_id_for("project", min(world.projects))]
+        builder_from_settings(settings_for("warm-up", 1)).build(
+            [node_id_for("project", min(world.projects))]
         )
         for workers in args.concurrency:
             settings = settings_for(f"workers-{workers}", workers)

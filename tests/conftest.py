@@ -39,3 +39,16 @@ def loaded_world(world_files: Path, settings: Settings) -> Settings:
     report = ingest_directory(world_files, settings.sources_db)
     assert report.quarantined == 0, report.summary()
     return settings
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Work units for `--dist loadgroup` (pyproject): a file's tests stay on one worker, as with
+    `loadfile` (its module fixtures are built once), every file using the session's built small
+    world (`built_world`) shares one worker (built once, not once per worker), and files marked
+    with one `xdist_group` share a worker (and the process's embedding memo)."""
+    sharing = {item.path for item in items if "built_world" in item.fixturenames}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = "built-world" if item.path in sharing else item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(group))

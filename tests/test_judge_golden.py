@@ -18,6 +18,8 @@ from hltm.judge.golden import (
 from hltm.llm import make_llm
 from hltm.settings import Settings
 
+pytestmark = pytest.mark.xdist_group("golden-set")  # with test_stats_report: one embedding
+
 
 @pytest.fixture(scope="module")
 def golden():  # type: ignore[no-untyped-def]

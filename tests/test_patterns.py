@@ -5,6 +5,7 @@ QA retriever hit rate on held-back paraphrases)."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -28,6 +29,7 @@ from hltm.patterns import (
     templatize,
 )
 from hltm.warehouse import connect
+from tests.query_support import BuiltWorld, built_world  # noqa: F401
 
 # ---- templates ------------------------------------------------------------------------------
 
@@ -311,7 +313,22 @@ def _probes(settings):  # type: ignore[no-untyped-def]
     return probes
 
 
-def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(loaded_world) -> None:  # type: ignore[no-untyped-def]
+def _hints(settings):  # type: ignore[no-untyped-def]
+    with connect(settings.derived_db) as con:
+        return load_hints(con)
+
+
+def _copy_of_built_world(world: BuiltWorld, settings) -> None:  # type: ignore[no-untyped-def]
+    """The session's full build of the small world (sources, memory, embedding cache) in this
+    test's own data directory, without the queries other tests logged into it."""
+    from hltm.query.log import QUERY_LOG_TABLE
+
+    shutil.copytree(world.settings.data_dir, settings.data_dir, dirs_exist_ok=True)
+    with connect(settings.derived_db) as con:
+        con.execute(f"DROP TABLE IF EXISTS {QUERY_LOG_TABLE}")
+
+
+def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(built_world, settings) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     from hltm.embeddings import make_embedder
     from hltm.memory import builder_from_settings
     from hltm.patterns.evaluate import qa_hit_rate
@@ -319,10 +336,11 @@ def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(loaded_world) -> 
     from hltm.query.retrieve import QueryEmbeddings
     from hltm.query.scope import Identity
 
-    settings = loaded_world
     started = time.perf_counter()
+    _copy_of_built_world(built_world, settings)  # the first full build, shared
     embedder = make_embedder(settings)
-    builder_from_settings(settings, embedder=embedder).full_build().raise_for_failures()
+    first = builder_from_settings(settings, embedder=embedder)
+    assert first.plan().empty and _hints(settings).empty  # current, built without hints
     probes = _probes(settings)
     assert len(probes) >= 25
     embed = QueryEmbeddings(embedder)

@@ -12,9 +12,12 @@ from hltm.analysis.report import ReportSettings, build_report, judge_llms, parse
 from hltm.judge.golden import GOLDEN_DIR, load_golden
 from hltm.llm import DETERMINISTIC_MODEL
 
-pytestmark = pytest.mark.skipif(
-    not (GOLDEN_DIR / "manifest.json").exists(), reason="golden set not frozen yet"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (GOLDEN_DIR / "manifest.json").exists(), reason="golden set not frozen yet"
+    ),
+    pytest.mark.xdist_group("golden-set"),  # with test_judge_golden: one embedding of the set
+]
 
 FIGURES = (
     "judge_stats.md",

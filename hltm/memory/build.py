@@ -4,26 +4,30 @@
 refresh run, the per-partition assets, the CLI and the benchmarks:
 
 * `plan()` diffs the desired tree (versions computed from the sources) against the store;
-* `run_level(level, node_ids)` rebuilds nodes of one level, projects from their source data with
-  the facets / qa / summary tasks, seats and contracts from their children's stored F/Q/S with the
-  aggregate task; a node whose stored version is already the one its inputs give is skipped;
-* `refresh(plan)` runs deletions and the three levels in order (leaves, then seats, then
-  contracts); `full_build()` refreshes everything that is not current and purges the rest.
+* `build(node_ids)` rebuilds nodes of any levels, projects from their source data with the
+  facets / qa / summary tasks, seats and contracts from their children's F/Q/S with the aggregate
+  task; a node whose stored version is already the one its inputs give is skipped;
+* `refresh(plan)` runs deletions, then `build` over the plan; `full_build()` refreshes everything
+  that is not current and purges the rest.
 
 A node whose LLM output stays unusable is reported as failed with an error naming it; the rest of
-its level is still stored, its previous good version stays in place, and its parent is rebuilt
+the tree is still stored, its previous good version stays in place, and its parent is rebuilt
 from the children that do have a memory (so a deletion is never held back by a sibling's
 failure). `MemoryBuildError` is raised at the end when anything failed.
 
 The model may only cite ids of its input: they are sent as enums in the schema (strict mode or a
 grammar enforces them), and checked again in code, with the parents' minimum support. What is
 dropped (unknown ids, too little support, the prompt's own examples echoed back) is counted per
-node, in its report and in the store, for the degraded-node check. Nodes of one level are built
-with up to `workers` LLM calls in flight (the backend's concurrency by default: 1 offline, more
-against a remote endpoint), a leaf's QA and summary calls side by side; embedding and every store
-write stay in the calling thread (one DuckDB writer), which embeds finished nodes while the
-others' calls are still in flight and stores the batch in one write. What is stored does not
-depend on `workers`.
+node, in its report and in the store, for the degraded-node check.
+
+`build` is a dataflow, not level by level: up to `workers` LLM calls in flight (the backend's
+concurrency by default: 1 offline, more against a remote endpoint) across nodes of every level, a
+leaf's QA and summary calls side by side, and a parent started as soon as its own children are
+done, ahead of the leaves still waiting (leaves go seat by seat, contract by contract, so seats
+and contracts finish early). Embedding and every store write stay in the calling thread (one
+DuckDB writer): it embeds finished nodes while the others' calls are in flight, and stores a
+contract's nodes in one write once all of them are done (earlier in the tail, when only parents
+are left). What is stored does not depend on `workers` or on the order nodes finish in.
 Full plans first `reconcile()` the two stores: orphan vector items are swept and nodes whose
 items are missing are re-indexed from their stored rows.
 """
@@ -33,7 +37,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -60,6 +64,7 @@ from hltm.memory.models import (
     Placement,
     QAOutput,
     SummaryOutput,
+    split_node_id,
 )
 from hltm.memory.offline import required_support
 from hltm.memory.store import Drops, MemoryStore
@@ -241,8 +246,7 @@ class MemoryBuilder:
             report.extend(repaired)
             plan = plan_changes(tree or self.tree(), self.store.built())
         report.extend(self.delete(plan.deletes, on_node))
-        for level in LEVELS:
-            report.extend(self.run_level(level, plan.level(level), on_node))
+        report.extend(self.build(plan.rebuilds, on_node))
         report.seconds = time.perf_counter() - started
         return report
 
@@ -296,95 +300,14 @@ class MemoryBuilder:
                 on_node(r)
         return reports
 
-    def run_level(
-        self, level: str, node_ids: list[str], on_node: OnNode | None = None
-    ) -> list[NodeReport]:
-        reports: list[NodeReport] = []
-        ids = sorted(set(node_ids))
-        for start in range(0, len(ids), self.config.batch_size):
-            batch = ids[start : start + self.config.batch_size]
-            batch_reports = self._run_batch(level, batch)
-            for r in batch_reports:
-                if on_node:
-                    on_node(r)
-            reports.extend(batch_reports)
-        return reports
+    def build(self, node_ids: Iterable[str], on_node: OnNode | None = None) -> list[NodeReport]:
+        """Rebuild these nodes, of any levels; every node's report, leaves first, in id order.
 
-    # ---- one batch -----------------------------------------------------------------------------
-
-    def _run_batch(self, level: str, node_ids: list[str]) -> list[NodeReport]:
-        """Build the stale nodes of a batch (embedding finished ones while the others' calls
-        go on) and store them in one write; every node's report, in id order."""
-        cfg = self.version_config()
-        jobs: list[_Job] = []
-        reports: list[NodeReport] = []
-        gone: list[str] = []
-        with connect(self.sources_db, read_only=True) as con:
-            con.execute("BEGIN TRANSACTION")  # one consistent snapshot of the sources
-            if level == "project":
-                pids = [nid.split(":", 1)[1] for nid in node_ids]
-                source = read_tree(con, project_ids=pids)
-                inputs = read_project_inputs(con, pids)
-                for nid in node_ids:
-                    node = source.nodes.get(nid)
-                    pid = nid.split(":", 1)[1]
-                    if node is None or pid not in inputs:
-                        gone.append(nid)
-                        continue
-                    version = leaf_version(node.placement, node.fingerprint, cfg)
-                    jobs.append(_Job(node.placement, version, inputs[pid], []))
-            else:
-                source = read_tree(con, project_ids=[])
-                present = [source.nodes[n] for n in node_ids if n in source.nodes]
-                gone = [n for n in node_ids if n not in source.nodes]
-                kids = source_children(con, [n.placement for n in present])
-                for node in present:
-                    nid = node.placement.node_id
-                    jobs.append(_Job(node.placement, "", {}, kids[nid], node.fingerprint))
-            con.execute("COMMIT")
-        if gone:
-            reports.extend(self.delete(gone))
-        # One read of the store: what these nodes are now, and their children's memories.
-        built, stored = self.store.read(node_ids, {k for j in jobs for k in j.child_ids})
-        if level != "project" and jobs:
-            for job in jobs:
-                job.children = [stored[k] for k in job.child_ids if k in stored]
-                pairs = [(c.node_id, c.version) for c in job.children]
-                job.version = parent_version(job.placement, job.fingerprint, pairs, cfg)
-
-        todo = []
-        for job in jobs:
-            before = built.get(job.placement.node_id)
-            if before and before.version == job.version:
-                reports.append(
-                    NodeReport(
-                        job.placement.node_id,
-                        level,
-                        "current",
-                        version=job.version,
-                        previous_version=before.version,
-                        children=[(c.node_id, c.version) for c in job.children],
-                    )
-                )
-            else:
-                todo.append(job)
-
-        outcomes: list[_Outcome] = []
-        entries: list[tuple[MemoryNode, np.ndarray]] = []
-
-        def embed(group: list[_Outcome]) -> None:
-            outcomes.extend(group)
-            entries.extend(self._embed_built(group))
-
-        self._compute(todo, built, embed)
-        # One write for the batch, in id order whatever order the nodes finished in: Chroma's
-        # embedded client holds the interpreter lock while it adds, so adding group by group
-        # would stall the calls in flight as long, and cost more.
-        drops = {o.report.node_id: o.report.drops for o in outcomes if o.node is not None}
-        entries.sort(key=lambda e: e[0].node_id)
-        self.store.write(entries, old=built, drops=drops)
-        reports.extend(o.report for o in outcomes)
-        return sorted(reports, key=lambda r: (r.status != "deleted", r.node_id))
+        A dataflow rather than level by level: a parent starts as soon as each of its children
+        in the set is settled (built, current, failed or gone), ahead of the leaves still
+        waiting, and a contract's nodes are stored in one write once all of them are settled
+        (or every `batch_size` nodes), while other contracts' calls go on."""
+        return _Flow(self, sorted(set(node_ids)), on_node).run()
 
     def _embed_built(self, outcomes: list[_Outcome]) -> list[tuple[MemoryNode, np.ndarray]]:
         """The search items' vectors of the nodes that were built (one embedding call)."""
@@ -418,48 +341,6 @@ class MemoryBuilder:
     @property
     def workers(self) -> int:
         return self.config.workers or self.llm.concurrency
-
-    def _compute(
-        self,
-        jobs: list[_Job],
-        built: dict[str, BuiltNode],
-        take: Callable[[list[_Outcome]], None],
-    ) -> None:
-        """The nodes' LLM work, handed to `take` in groups as nodes finish.
-
-        One worker: one node at a time, one group. More: `workers` nodes at once, a leaf's QA
-        and summary side by side, and never more than `workers` requests in flight (a shared
-        slot per request, so a retry's pause holds none); this thread takes each group of at
-        least `workers` finished nodes (embedding them) while the other nodes' calls go on."""
-        if self.workers <= 1 or len(jobs) <= 1:
-            outcomes = [self._build_one(job, built, self.llm.backend) for job in jobs]
-            self._absorb(outcomes)
-            take(outcomes)
-            return
-        backend = _Slotted(self.llm.backend, threading.BoundedSemaphore(self.workers))
-        # More nodes than slots under way, so a node busy between its calls (cleaning its
-        # facets) leaves its slot to a waiting request instead of idle.
-        threads = 2 * self.workers
-        with (
-            ThreadPoolExecutor(threads, thread_name_prefix="memory-node") as nodes,
-            ThreadPoolExecutor(threads, thread_name_prefix="memory-call") as calls,
-        ):
-            pending: set[Future[_Outcome]] = {
-                nodes.submit(self._build_one, job, built, backend, calls) for job in jobs
-            }
-            ready: list[_Outcome] = []
-            try:
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    ready += (f.result() for f in finished)
-                    if len(ready) >= self.workers or not pending:
-                        ready.sort(key=lambda o: o.report.node_id)
-                        self._absorb(ready)
-                        take(ready)
-                        ready = []
-            finally:
-                for future in pending:  # taking failed: start no more nodes
-                    future.cancel()
 
     def _absorb(self, outcomes: list[_Outcome]) -> None:
         for outcome in outcomes:  # fold per-node usage into the shared counters
@@ -517,6 +398,229 @@ class MemoryBuilder:
         report.completion_tokens = usage.completion_tokens
         report.seconds = time.perf_counter() - started
         return _Outcome(node, report, usage)
+
+
+class _Flow:
+    """One `MemoryBuilder.build`: which nodes wait for which, what may start, what to store.
+
+    Only the calling thread reads and writes the stores. A parent is built from the children
+    this build made (kept in memory until their parent takes them) and, for the others, from
+    the store: what a level-by-level build would have read once the level below was stored."""
+
+    def __init__(self, builder: MemoryBuilder, node_ids: list[str], on_node: OnNode | None):
+        self.builder = builder
+        self.on_node = on_node
+        self.config = builder.version_config()
+        self.reports: list[NodeReport] = []
+        self.built = builder.store.built(node_ids)  # what the store holds for them now
+        with connect(builder.sources_db, read_only=True) as con:
+            con.execute("BEGIN TRANSACTION")  # one consistent snapshot of the tree
+            ids = [split_node_id(n) for n in node_ids]
+            source = read_tree(con, project_ids=[i for level, i in ids if level == "project"])
+            placements = {n: source.nodes[n].placement for n in node_ids if n in source.nodes}
+            parents = [p for p in placements.values() if p.level != "project"]
+            kids = source_children(con, parents)
+            con.execute("COMMIT")
+        self.placements = placements
+        self.parents = {
+            p.node_id: _Job(p, "", {}, kids[p.node_id], source.nodes[p.node_id].fingerprint)
+            for p in parents
+        }
+        # A parent waits for its children in the set; a contract's nodes are stored once
+        # none of them is still open.
+        self.waiting = {
+            nid: {k for k in job.child_ids if k in placements} for nid, job in self.parents.items()
+        }
+        self.open = Counter(p.contract_id for p in placements.values())
+        # Leaves of one seat, then of one contract, together: their parents start early.
+        self.leaves = deque(
+            sorted(
+                (p for p in placements.values() if p.level == "project"),
+                key=lambda p: (p.contract_id, p.seat_id or "", p.node_id),
+            )
+        )
+        self.leaf_jobs: deque[_Job] = deque()
+        self.ready: deque[_Job] = deque()  # parents, started before any waiting leaf
+        self.fresh: dict[str, MemoryNode] = {}  # built here, until their parent takes them
+        self.unembedded: list[_Outcome] = []
+        self.unstored: dict[str, list[tuple[_Outcome, np.ndarray]]] = defaultdict(list)
+        self.leaves_running = 0
+        self._report(builder.delete([n for n in node_ids if n not in placements]))
+        self._prepare([nid for nid, waits in self.waiting.items() if not waits])
+
+    def run(self) -> list[NodeReport]:
+        """Keep the nodes' LLM work going (parents first), take what finishes: one node at a
+        time with one worker; else up to twice `workers` nodes, a leaf's QA and summary calls
+        side by side, never more than `workers` requests in flight (a shared slot per request,
+        so a retry's pause holds none), embedding and storing meanwhile."""
+        builder = self.builder
+        workers = max(1, builder.workers)
+        # More nodes than slots under way, so a node busy between its calls (cleaning its
+        # facets) leaves its slot to a waiting request instead of idle.
+        threads = 1 if workers == 1 else 2 * workers
+        backend = _Slotted(builder.llm.backend, threading.BoundedSemaphore(workers))
+        with (
+            ThreadPoolExecutor(threads, thread_name_prefix="memory-node") as nodes,
+            ThreadPoolExecutor(threads, thread_name_prefix="memory-call") as calls,
+        ):
+            side = calls if workers > 1 else None
+            running: set[Future[_Outcome]] = set()
+            try:
+                while True:
+                    # Nodes that may start are started before this thread embeds and stores.
+                    while len(running) < threads and (job := self._next_job()) is not None:
+                        running.add(
+                            nodes.submit(builder._build_one, job, self.built, backend, side)
+                        )
+                        self.leaves_running += job.placement.level == "project"
+                    self._embed_and_store(workers)
+                    if not running:
+                        break
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    self._take([f.result() for f in finished])
+            finally:
+                for future in running:  # taking failed: start no more nodes
+                    future.cancel()
+        self._store(list(self.unstored))
+        return sorted(
+            self.reports,
+            key=lambda r: (LEVELS.index(r.level), r.status != "deleted", r.node_id),  # type: ignore[arg-type]
+        )
+
+    def _next_job(self) -> _Job | None:
+        if self.ready:
+            return self.ready.popleft()
+        while not self.leaf_jobs and self.leaves:
+            self._read_leaves()
+        return self.leaf_jobs.popleft() if self.leaf_jobs else None
+
+    def _read_leaves(self) -> None:
+        """The next `batch_size` leaves' inputs, with their versions from the same snapshot."""
+        chunk = [
+            self.leaves.popleft()
+            for _ in range(min(self.builder.config.batch_size, len(self.leaves)))
+        ]
+        pids = [p.project_id or "" for p in chunk]
+        with connect(self.builder.sources_db, read_only=True) as con:
+            con.execute("BEGIN TRANSACTION")
+            source = read_tree(con, project_ids=pids)
+            inputs = read_project_inputs(con, pids)
+            con.execute("COMMIT")
+        gone, current = [], []
+        for placement, pid in zip(chunk, pids, strict=True):
+            node = source.nodes.get(placement.node_id)
+            if node is None or pid not in inputs:
+                gone.append(placement.node_id)
+                continue
+            version = leaf_version(node.placement, node.fingerprint, self.config)
+            before = self.built.get(placement.node_id)
+            if before and before.version == version:
+                current.append(_current(node.placement, version, []))
+            else:
+                self.leaf_jobs.append(_Job(node.placement, version, inputs[pid], []))
+        self._report(self.builder.delete(gone))
+        self._report(current)
+        self._settle([*gone, *(r.node_id for r in current)])
+
+    def _take(self, outcomes: list[_Outcome]) -> None:
+        """Finished nodes: failures reported, the built kept for their parents, which may
+        now start."""
+        outcomes.sort(key=lambda o: o.report.node_id)
+        self.builder._absorb(outcomes)
+        for outcome in outcomes:
+            self.leaves_running -= outcome.report.level == "project"
+            if outcome.node is None:
+                self._report([outcome.report])  # failed: its previous version stays
+                continue
+            self.unembedded.append(outcome)
+            if outcome.node.placement.parent_id in self.parents:
+                self.fresh[outcome.report.node_id] = outcome.node
+        self._settle([o.report.node_id for o in outcomes])
+
+    def _embed_and_store(self, workers: int) -> None:
+        """Built nodes are embedded once `workers` of them wait (or a write is due); a
+        contract's nodes are stored once none of them is open, or `batch_size` wait, or only
+        parents are left under way (the tail: the last contracts' leaves go in meanwhile)."""
+        finished = [*self.unembedded, *(o for pairs in self.unstored.values() for o, _ in pairs)]
+        waiting = Counter(self._contract_of(o) for o in finished)
+        limit = self.builder.config.batch_size
+        tail = not (self.ready or self.leaf_jobs or self.leaves or self.leaves_running)
+        with_leaves = {self._contract_of(o) for o in finished if o.report.level == "project"}
+        due = sorted(
+            c
+            for c, n in waiting.items()
+            if self.open[c] == 0 or n >= limit or (tail and c in with_leaves)
+        )
+        if len(self.unembedded) >= workers or due:
+            group, self.unembedded = self.unembedded, []
+            for outcome, (_, vectors) in zip(group, self.builder._embed_built(group), strict=True):
+                self.unstored[self._contract_of(outcome)].append((outcome, vectors))
+        self._store(due)
+
+    def _store(self, contract_ids: list[str]) -> None:
+        """One write of these contracts' finished nodes, in id order; then their reports."""
+        done = sorted(
+            (pair for cid in contract_ids for pair in self.unstored.pop(cid, [])),
+            key=lambda pair: pair[0].report.node_id,
+        )
+        if not done:
+            return
+        self.builder.store.write(
+            [(o.node, vectors) for o, vectors in done],  # type: ignore[misc]
+            old=self.built,
+            drops={o.report.node_id: o.report.drops for o, _ in done},
+        )
+        self._report([o.report for o, _ in done])
+
+    def _settle(self, node_ids: list[str]) -> None:
+        """These nodes are done: their contracts have fewer open, their parents wait less."""
+        ready = []
+        for nid in node_ids:
+            placement = self.placements[nid]
+            self.open[placement.contract_id] -= 1
+            waits = self.waiting.get(placement.parent_id or "")
+            if waits is not None and nid in waits:
+                waits.discard(nid)
+                if not waits:
+                    ready.append(placement.parent_id or "")
+        self._prepare(ready)
+
+    def _prepare(self, parent_ids: list[str]) -> None:
+        """Parents whose children are settled: versions from their children's, then queued
+        (or reported current)."""
+        if not parent_ids:
+            return
+        jobs = [self.parents.pop(nid) for nid in sorted(parent_ids)]
+        unseen = {k for job in jobs for k in job.child_ids if k not in self.fresh}
+        stored = self.builder.store.nodes(unseen) if unseen else {}
+        current = []
+        for job in jobs:
+            found = (self.fresh.pop(k, None) or stored.get(k) for k in job.child_ids)
+            job.children = [c for c in found if c is not None]
+            pairs = [(c.node_id, c.version) for c in job.children]
+            job.version = parent_version(job.placement, job.fingerprint, pairs, self.config)
+            before = self.built.get(job.placement.node_id)
+            if before and before.version == job.version:
+                current.append(_current(job.placement, job.version, pairs))
+            else:
+                self.ready.append(job)
+        self._report(current)
+        self._settle([r.node_id for r in current])
+
+    def _contract_of(self, outcome: _Outcome) -> str:
+        return self.placements[outcome.report.node_id].contract_id
+
+    def _report(self, reports: list[NodeReport]) -> None:
+        self.reports.extend(reports)
+        for report in reports:
+            if self.on_node:
+                self.on_node(report)
+
+
+def _current(placement: Placement, version: str, children: list[tuple[str, str]]) -> NodeReport:
+    """The report of a node whose stored version is already the one its inputs give."""
+    nid = placement.node_id
+    return NodeReport(nid, placement.level, "current", version, version, children)
 
 
 class _Slotted:

@@ -175,7 +175,7 @@ def test_unknown_ids_are_enumerated_then_dropped_counted_and_flagged(
     settings, builder, nid, pid = _one_project(server, memory_world)
     # A model that ignores the schema's enum: every id it cites for this project is unknown.
     server.inject("unknown_ids", times="always", match=f'"project_id": "{pid}"')
-    (report,) = builder.run_level("project", [nid])
+    (report,) = builder.build([nid])
 
     facets_request = server.stats.history[0]
     assert facets_request.schema == "FacetsOutput"
@@ -206,7 +206,7 @@ def test_the_schema_enumerates_the_ids_a_node_may_cite(
         return type(backend).send(backend, request)
 
     backend.send = spy  # type: ignore[method-assign]
-    (report,) = builder.run_level("project", [nid])
+    (report,) = builder.build([nid])
     assert report.drops.dropped == 0 and report.facets > 0
 
     with connect(settings.sources_db, read_only=True) as con:
@@ -229,7 +229,7 @@ def test_echoed_prompt_examples_are_dropped_and_counted(
         given = str(read_project_inputs(con, [pid])[pid]).casefold()
     assert "francisco" not in given and "bay area" not in given and "80k" not in given
     server.inject("echo_examples", times=1, match=f'"project_id": "{pid}"')  # the facets call
-    (report,) = builder.run_level("project", [nid])
+    (report,) = builder.build([nid])
     node = builder.store.nodes([nid])[nid]
     values = {(f.field, f.value) for f in node.facets}
     assert ("location", "San Francisco Bay Area") not in values

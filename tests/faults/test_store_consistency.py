@@ -28,7 +28,7 @@ def _one_project(settings: Settings) -> tuple[Any, str, str]:
     builder = builder_from_settings(settings)
     world = read_world(settings.sources_db)
     pid = sorted(world.projects)[0]
-    (report,) = builder.run_level("project", [f"project:{pid}"])
+    (report,) = builder.build([f"project:{pid}"])
     assert report.status == "built"
     contract = builder.store.built()[f"project:{pid}"].contract_id
     return builder, f"project:{pid}", memory_collection_name(contract)
