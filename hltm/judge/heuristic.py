@@ -31,6 +31,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from hltm.embeddings import prefetch_texts
 from hltm.judge.formal import is_formal
 from hltm.judge.lexicon import (
     CEFR,
@@ -58,7 +59,6 @@ from hltm.judge.roles import (
     word_counts,
     work_evidence,
 )
-from hltm.judge.semantic import prefetch
 from hltm.judge.text import key_terms, stem, tokenize
 
 __all__ = ["judge_offline", "key_terms", "prepare_pool"]
@@ -440,7 +440,7 @@ def prepare_pool(vacancy: dict[str, Any], resumes: list[dict[str, Any]]) -> None
         )
         texts += [p.title for p in view.parsed.positions]
         texts += [phrase for phrase, _ in view.phrases]
-    prefetch(texts)
+    prefetch_texts(texts)
 
 
 def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:

@@ -289,7 +289,7 @@ def quote_supports(
 ) -> Relevance:
     """Does ``quote`` support ``requirement``? A shared key term, else e5 similarity ≥
     ``threshold``. A requirement with no concrete terms and no text is not checked."""
-    from hltm.judge.semantic import similarities  # loads the model only when needed
+    from hltm.embeddings import similarities  # loads the model only when needed
 
     if not requirement or not requirement.strip():
         return Relevance(True, 0, 0.0)
@@ -305,7 +305,7 @@ def _prefetch_relevance(
 ) -> None:
     """Embed, in one batch, the requirements and quotes that share no key term (the only ones
     the relevance check compares by meaning)."""
-    from hltm.judge.semantic import prefetch
+    from hltm.embeddings import prefetch_texts
 
     texts: list[str] = []
     for item, check in zip(checklist, checks, strict=True):
@@ -317,7 +317,7 @@ def _prefetch_relevance(
             and not shared_terms(requirement, check.quote)
         ):
             texts += [requirement, check.quote]
-    prefetch(texts)
+    prefetch_texts(texts)
 
 
 def empty_counts() -> dict[str, int]:

@@ -23,7 +23,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from hltm.judge.semantic import similarities
+from hltm.embeddings import similarities
 from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
 from hltm.query.parse import FIELD_CUES
