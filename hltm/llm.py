@@ -623,7 +623,7 @@ class LLM:
     def absorb(self, usage: LLMUsage) -> None:
         """Add usage counted elsewhere (e.g. by a per-node LLM sharing this backend)."""
         with self._lock:
-            self.usage = self.usage + usage
+            self.usage.add(usage)
 
     def run(
         self,

@@ -120,7 +120,7 @@ class Salience:
         surface: dict[str, str] = {}
         first: dict[str, int] = {}
         # Speakers are named in the question already, and name each other in their turns.
-        speakers = {_word(w) for w in self.speakers for w in w.split()}
+        speakers = {_word(part) for name in self.speakers for part in name.split()}
         for unit in items:
             for raw in _TOKEN.findall(unit.text):
                 word = _word(raw)
