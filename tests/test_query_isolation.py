@@ -11,7 +11,7 @@ import pytest
 
 from hltm.llm import LLM, DeterministicBackend, Task
 from hltm.query.baselines import Baselines, RawCorpus
-from hltm.query.boundary import ScopedMemory, memory_collection
+from hltm.query.boundary import ScopedMemory, SubtreeVectors, memory_collection
 from hltm.query.engine import QueryEngine
 from hltm.query.leakage import leakage_questions, run_leakage
 from hltm.query.log import read_query_log
@@ -234,8 +234,9 @@ def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
     engine: QueryEngine,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A seat is searched by its items' ids; one id the index lacks (lost, or being rewritten)
-    makes Chroma refuse the call, and the same search runs by the subtree `where` instead."""
+    """A seat is searched exactly over its items' vectors, read from Chroma by id, or (past the
+    exact search's size) by Chroma over those ids. One id the index lacks (lost, or being
+    rewritten) makes both refuse, and the same search runs by the subtree `where` instead."""
     seat = built_world.seats()[0]
     question = "Where do I usually hire?"
     refused: list[bool] = []
@@ -247,10 +248,21 @@ def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
         return result
 
     monkeypatch.setattr(ScopedMemory, "_query_ids", spy)
+    monkeypatch.setattr(engine, "subtree_vectors", SubtreeVectors(max_scope_items=0))
     assert engine.ask(Identity("seat", seat), question, log=False).citations
     assert refused and not any(refused)  # searched by ids while the index is whole
-    contract_id = engine.scope_for(Identity("seat", seat)).contract_id
-    collection = engine.vectors.existing(memory_collection(str(contract_id)))
+    scope = engine.scope_for(Identity("seat", seat))
+    exact = SubtreeVectors()
+    vector = engine.embed([question])
+
+    def search() -> tuple[list[Any], ScopedMemory]:
+        memory = ScopedMemory(scope, engine.tree, engine.vectors, exact=exact)
+        (hits,) = memory.search(None, vector, 80)
+        return hits, memory
+
+    whole, memory = search()
+    assert memory.stats.exact_searches == 1 and memory.stats.chroma_queries == 0 and len(exact)
+    collection = engine.vectors.existing(memory_collection(str(scope.contract_id)))
     assert collection is not None
     (victim,) = collection.get(where={"seat_id": seat}, limit=1, include=[])["ids"]
     kept = collection.get(ids=[victim], include=["embeddings", "metadatas", "documents"])
@@ -260,6 +272,10 @@ def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
         after = engine.ask(Identity("seat", seat), question, log=False)
         assert refused[0] and after.status == "answered" and after.citations
         assert all(c.startswith(("seat:", "project:")) for c in after.citations)
+        exact.clear()
+        hits, memory = search()  # the exact read is refused too: Chroma searches
+        assert memory.stats.exact_searches == 0 and memory.stats.chroma_queries == 2
+        assert hits and not len(exact)
     finally:
         collection.add(
             ids=kept["ids"],
@@ -267,6 +283,64 @@ def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
             metadatas=kept["metadatas"],
             documents=kept["documents"],
         )
+
+
+def test_exact_search_holds_only_the_scope_and_matches_chroma(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    corpus: RawCorpus,
+) -> None:
+    """The exact search's cached matrix holds the permitted subtree's items and nothing else (a
+    sibling seat asked next gets its own), and ranks them as Chroma does."""
+    exact = SubtreeVectors()
+    vector = engine.embed(["location: Berlin", "Which roles do I usually hire for?"])
+    seats = built_world.seats()[:2]
+    pid = next(p for p in built_world.projects() if built_world.project(p)["seat_id"] == seats[1])
+    for identity in [Identity("seat", s) for s in seats] + [Identity("project", pid)]:
+        scope = engine.scope_for(identity)
+        memory = ScopedMemory(scope, engine.tree, engine.vectors, exact=exact)
+        found = memory.search(None, vector, 500)
+        assert memory.stats.exact_searches == 1 and memory.stats.chroma_queries == 0
+        chroma = ScopedMemory(scope, engine.tree, engine.vectors).search(None, vector, 500)
+        for mine, theirs in zip(found, chroma, strict=True):
+            assert mine and all(corpus.node_in_scope(identity, h.node_id) for h in mine)
+            assert {(h.node_id, h.kind, h.index) for h in mine} == {
+                (h.node_id, h.kind, h.index) for h in theirs
+            }
+            assert [round(h.score, 4) for h in mine] == [round(h.score, 4) for h in theirs]
+    cached = {node for node, _ in exact.node_versions()}
+    assert (
+        all(any(corpus.node_in_scope(Identity("seat", s), n) for s in seats) for n in cached)
+        and f"seat:{seats[0]}" in cached
+        and f"seat:{seats[1]}" in cached
+    )
+
+
+def test_a_deleted_node_leaves_the_exact_search_cache(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    """Deleting a node from the tree drops its vectors from the cache on the next query, and
+    nothing of it is found; put back, it is found again."""
+    seat = built_world.seats()[2]
+    pid = next(p for p in built_world.projects() if built_world.project(p)["seat_id"] == seat)
+    node = f"project:{pid}"
+    title = built_world.project(pid)["title"]
+    question = f"Which projects are hiring a {title}?"
+    assert node in _entities(engine.ask(Identity("seat", seat), question, log=False))
+    assert node in {n for n, _ in engine.subtree_vectors.node_versions()}
+    db = built_world.settings.derived_db
+    with connect(db) as con:
+        row = con.execute("SELECT * FROM memory_nodes WHERE node_id = ?", [node]).fetchone()
+        con.execute("DELETE FROM memory_nodes WHERE node_id = ?", [node])
+    try:
+        result = engine.ask(Identity("seat", seat), question, log=False)
+        assert node not in _entities(result)
+        assert node not in {n for n, _ in engine.subtree_vectors.node_versions()}
+    finally:
+        with connect(db) as con:
+            con.execute("INSERT INTO memory_nodes VALUES (" + ", ".join("?" * len(row)) + ")", row)
+    assert node in _entities(engine.ask(Identity("seat", seat), question, log=False))
 
 
 def test_queries_are_logged_with_their_cost(

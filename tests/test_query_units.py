@@ -224,10 +224,10 @@ def test_tree_index_and_token_cache_follow_every_write_to_the_file(tmp_path):  #
             "CREATE TABLE memory_nodes (node_id VARCHAR PRIMARY KEY, level VARCHAR,"
             " contract_id VARCHAR, seat_id VARCHAR, project_id VARCHAR, label VARCHAR,"
             " version VARCHAR, facets VARCHAR, qa VARCHAR, summary_long VARCHAR,"
-            " summary_short VARCHAR)"
+            " summary_short VARCHAR, item_count INTEGER)"
         )
         con.execute("INSERT INTO memory_nodes VALUES ('seat:s1', 'seat', 'c1', 's1', '',"
-                    " 'S1', 'v1', '[]', '[]', 'long', 'short')")  # fmt: skip
+                    " 'S1', 'v1', '[]', '[]', 'long', 'short', 1)")  # fmt: skip
     first = index.snapshot()
     assert first.rows["seat:s1"].version == "v1" and first.paths[("seat_id", "s1")]
     assert index.snapshot() is first and index.reloads == 2  # unchanged file: not re-read

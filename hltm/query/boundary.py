@@ -27,7 +27,9 @@ that cannot be reached is `VectorIndexUnavailable`, naming what is down.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +38,14 @@ import numpy as np
 
 from hltm.memory.store import item_id
 from hltm.query.scope import MEMORY_TABLE, Scope
-from hltm.query.snapshot import NODE_COLUMNS, NodeRow, NodeView, TreeIndex, node_view
+from hltm.query.snapshot import (
+    NODE_COLUMNS,
+    NodeRow,
+    NodeView,
+    TreeIndex,
+    TreeSnapshot,
+    node_view,
+)
 from hltm.vectors import (
     VectorIndexUnavailable,
     VectorStore,
@@ -48,6 +57,7 @@ from hltm.vectors import (
 from hltm.warehouse import table_exists
 
 KINDS = ("facet", "qa", "summary")
+KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
 COLLECTION_PREFIX = "mem"  # one collection per contract: collection_name("mem", contract_id)
 
 
@@ -73,6 +83,7 @@ class Hit:
 @dataclass
 class BoundaryStats:
     chroma_queries: int = 0
+    exact_searches: int = 0  # searches answered by `SubtreeVectors`
     items_seen: int = 0
     stale_items_dropped: int = 0
     versions: dict[str, str] = field(default_factory=dict)
@@ -119,6 +130,137 @@ class Collections:
             self._handles.pop(key, None)
 
 
+@dataclass(frozen=True)
+class ItemVectors:
+    """Some vector items as Chroma stores them: ids, kind codes (`KIND_CODES`) and unit rows."""
+
+    ids: tuple[str, ...]
+    kinds: np.ndarray  # int8, one per item
+    matrix: np.ndarray  # float32, (items, dim), L2-normalised
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes + self.kinds.nbytes) + 100 * len(self.ids)
+
+    def nearest(self, queries: np.ndarray, n: int, kind: str | None) -> dict[str, list[list]]:
+        """The `n` nearest items (of one `kind`, or of all) to each query by exact cosine, in
+        the shape of Chroma's query result; equal scores keep the items' order."""
+        rows = None if kind is None else np.flatnonzero(self.kinds == KIND_CODES[kind])
+        matrix = self.matrix if rows is None else self.matrix[rows]
+        out: dict[str, list[list]] = {"ids": [], "distances": []}
+        if not len(matrix) or n <= 0:
+            return {"ids": [[] for _ in queries], "distances": [[] for _ in queries]}
+        take = min(n, len(matrix))
+        for scores in queries @ matrix.T:
+            top = np.argpartition(-scores, take - 1)[:take] if take < len(matrix) else None
+            top = np.arange(len(matrix)) if top is None else top
+            top = top[np.lexsort((top, -scores[top]))]
+            index = top if rows is None else rows[top]
+            out["ids"].append([self.ids[i] for i in index])
+            out["distances"].append((1.0 - scores[top]).tolist())
+        return out
+
+
+def stack(parts: Sequence[ItemVectors], dim: int) -> ItemVectors:
+    if not parts:
+        return ItemVectors((), np.zeros(0, np.int8), np.zeros((0, dim), np.float32))
+    return ItemVectors(
+        tuple(i for part in parts for i in part.ids),
+        np.concatenate([part.kinds for part in parts]),
+        np.concatenate([part.matrix for part in parts]),
+    )
+
+
+class SubtreeVectors:
+    """Exact nearest-neighbour search over a small subtree's own item vectors, cached per scope.
+
+    Chroma's filtered HNSW search walks much of a contract's graph to find the few items of one
+    seat or project (measured: a project's 33 items among 30k, 100–170 ms); a dot product over
+    exactly those items is exact and takes well under a millisecond. Chroma stays the store of
+    record: the vectors are read from it by item id, once per scope and tree state, and scopes
+    above `max_scope_items` items (large contracts) are searched by Chroma itself.
+
+    Isolation comes first, as everywhere in this module: a scope's matrix is stacked from the
+    items of the nodes the tree index admits to that scope (`ScopedMemory._permitted`), before
+    any similarity; an entry is keyed by the scope and the exact (node, version) list it was
+    built from, so it is never served for another scope or another state of the tree. When a
+    query sees a newer tree (a refresh, a deletion), every entry naming a node version the tree
+    no longer holds is dropped at once, and a query still reading an older tree adds nothing.
+    """
+
+    def __init__(self, max_scope_items: int = 12_000, max_bytes: int = 256 << 20) -> None:
+        """`max_scope_items`: the largest scope searched here (set from `bench/query.py`'s
+        crossover: Chroma's own search is about as fast above it and needs no copy);
+        `max_bytes`: the cache's budget (least recently used scopes are dropped past it)."""
+        self.max_scope_items = max_scope_items
+        self.max_bytes = max_bytes
+        self._scopes: OrderedDict[Hashable, tuple[frozenset[tuple[str, str]], ItemVectors]] = (
+            OrderedDict()
+        )
+        self._bytes = 0
+        self._generation = -1
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._scopes.clear()
+            self._bytes = 0
+
+    def node_versions(self) -> set[tuple[str, str]]:
+        """Every (node id, version) whose vectors the cache holds (for tests and audits)."""
+        with self._lock:
+            return {key for members, _ in self._scopes.values() for key in members}
+
+    def _follow(self, snapshot: TreeSnapshot) -> bool:
+        """Prune to `snapshot` if it is newer than what the cache follows (under the lock);
+        False if it is older, so nothing read from it is added."""
+        if snapshot.generation < self._generation:
+            return False
+        if snapshot.generation > self._generation:
+            rows = snapshot.rows
+            for key, (members, items) in list(self._scopes.items()):
+                if any(getattr(rows.get(n), "version", None) != v for n, v in members):
+                    del self._scopes[key]
+                    self._bytes -= items.nbytes
+            self._generation = snapshot.generation
+        return True
+
+    def get(
+        self, scope_key: Hashable, snapshot: TreeSnapshot, rows: Sequence[NodeRow]
+    ) -> ItemVectors | None:
+        members = frozenset((r.node_id, r.version) for r in rows)
+        with self._lock:
+            self._follow(snapshot)
+            entry = self._scopes.get(scope_key)
+            if entry is None or entry[0] != members:
+                return None
+            self._scopes.move_to_end(scope_key)
+            return entry[1]
+
+    def put(
+        self,
+        scope_key: Hashable,
+        snapshot: TreeSnapshot,
+        rows: Sequence[NodeRow],
+        items: ItemVectors,
+    ) -> None:
+        members = frozenset((r.node_id, r.version) for r in rows)
+        with self._lock:
+            if not self._follow(snapshot) or items.nbytes > self.max_bytes:
+                return
+            old = self._scopes.pop(scope_key, None)
+            if old is not None:
+                self._bytes -= old[1].nbytes
+            self._scopes[scope_key] = (members, items)
+            self._bytes += items.nbytes
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._scopes.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+
 class ScopedMemory:
     """Reads of the memory tree confined to one permitted subtree."""
 
@@ -130,10 +272,12 @@ class ScopedMemory:
         levels: Sequence[str] | None = None,
         wait_s: float | None = None,
         collections: Collections | None = None,
+        exact: SubtreeVectors | None = None,
     ) -> None:
         """`con`: an open connection to the derived DuckDB file, or a `TreeIndex` of it.
         `wait_s`: how long a `TreeIndex` read waits for a file another process holds.
-        `collections`: handles shared across queries (None: the collection is opened anew)."""
+        `collections`: handles shared across queries (None: the collection is opened anew).
+        `exact`: the engine's cache of small scopes' vectors (None: Chroma searches them)."""
         self.scope = scope
         self._con = con
         self._wait_s = wait_s
@@ -143,6 +287,7 @@ class ScopedMemory:
         self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
         self._vectors = vectors
         self._collections = collections
+        self._exact = exact if isinstance(con, TreeIndex) else None
         self._collection = None
         if not scope.empty and vectors is not None and scope.contract_id is not None:
             self._collection = self._open_collection()
@@ -188,29 +333,40 @@ class ScopedMemory:
         """For each query vector, up to `n` nearest items in the subtree, best first: of one
         `kind`, or of every kind (`kind=None`, one cheaper call; the caller splits by kind).
 
-        The subtree filter is in the `where` (a contract's is its own collection, see
+        With a tree index the permitted items are the admitted nodes' own (`_permitted`), taken
+        before any similarity: a scope of up to `SubtreeVectors.max_scope_items` items is
+        searched exactly over their cached vectors, a larger one by Chroma — by the subtree's
+        item ids below a contract, unfiltered in a contract's own collection. Without a tree
+        index (or when the index lacks an item) the subtree filter is Chroma's `where` (see
         `Scope.chroma_where`); a kind filter is added only when asked (Chroma's filter cost
         grows with the number of items a clause matches, and a kind matches a third of the
-        collection)."""
+        collection). Every hit is then checked against its node's stored ownership."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown item kind {kind!r}")
         queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if self._collection is None or len(queries) == 0 or n <= 0:
             self.last_exhausted = [True] * len(queries)
             return [[] for _ in range(len(queries))]
-        extra: dict[str, Any] = {}
-        if kind is not None:
-            extra["kind"] = kind
-        if self.levels is not None:
-            extra["level"] = list(self.levels)
-        ids = self._item_ids(kind)
-        if ids is not None and not ids:
-            self.last_exhausted = [True] * len(queries)
-            return [[] for _ in range(len(queries))]
-        result = None if ids is None else self._query_ids(queries, n, ids)
+        result = None
+        if isinstance(self._con, TreeIndex):
+            snapshot, rows = self._permitted(self._con)
+            if not any(r.items for r in rows):
+                self.last_exhausted = [True] * len(queries)
+                return [[] for _ in range(len(queries))]
+            result = self._exact_search(snapshot, rows, queries, n, kind)
+            if result is None and self.scope.level != "contract":
+                ids = self._item_ids(rows, kind)
+                if not ids:
+                    self.last_exhausted = [True] * len(queries)
+                    return [[] for _ in range(len(queries))]
+                result = self._query_ids(queries, n, ids)
         if result is None:
+            extra: dict[str, Any] = {}
+            if kind is not None:
+                extra["kind"] = kind
+            if self.levels is not None:
+                extra["level"] = list(self.levels)
             result = self._query(queries, n, self.scope.chroma_where(**extra))
-        self.stats.chroma_queries += 1
         raw = [
             [(parse_item_id(i), float(d)) for i, d in zip(ids, dists, strict=True)]
             for ids, dists in zip(result["ids"], result["distances"] or [], strict=True)
@@ -241,23 +397,33 @@ class ScopedMemory:
             hits.append(kept)
         return hits
 
-    def _item_ids(self, kind: str | None) -> list[str] | None:
-        """The vector item ids of the subtree's current nodes (of one `kind`), from the tree
-        index: the narrowest filter Chroma takes, and its cheapest (measured at 30k items: a
-        seat's 300 ids 28 ms, its `where` 62 ms, with a kind 193 ms). None for a contract, whose
-        whole collection is its subtree, and without a tree index."""
-        if not isinstance(self._con, TreeIndex) or self.scope.level == "contract":
-            return None
+    def _permitted(self, index: TreeIndex) -> tuple[TreeSnapshot, list[NodeRow]]:
+        """The current tree and the rows of the subtree's nodes (of the allowed depths), by
+        node id: the permitted set every search below is confined to."""
+        snapshot = index.snapshot(self._wait_s)
         column, value = self.scope.narrowest_id()
-        snapshot = self._con.snapshot(self._wait_s)
-        rows = [snapshot.rows[n] for n in snapshot.members.get((column, value), ())]
+        rows = sorted(
+            (snapshot.rows[n] for n in snapshot.members.get((column, value), ())),
+            key=lambda r: r.node_id,
+        )
         admitted = [
             r
             for r in rows
             if self.scope.admits(r.contract_id, r.seat_id, r.project_id) and self._level_ok(r.level)
         ]
+        return snapshot, admitted
+
+    def _item_ids(self, rows: Sequence[NodeRow], kind: str | None) -> list[str]:
+        """The vector item ids of these node versions (of one `kind`), from their contents:
+        below a contract, the narrowest filter Chroma takes and its cheapest (measured at 30k
+        items: a seat's 300 ids 28 ms, its `where` 62 ms, with a kind 193 ms)."""
+        assert isinstance(self._con, TreeIndex)
+        views = self._con.contents(rows, self._wait_s)
         ids = []
-        for view in self._con.contents(admitted, self._wait_s).values():
+        for row in rows:
+            view = views.get(row.node_id)
+            if view is None:  # its version moved on meanwhile: read as absent
+                continue
             counts = {
                 "facet": len(view.facets),
                 "qa": len(view.qa),
@@ -268,10 +434,57 @@ class ScopedMemory:
                     ids += [item_id(view.node_id, view.version, item_kind, i) for i in range(count)]
         return ids
 
+    def _exact_search(
+        self,
+        snapshot: TreeSnapshot,
+        rows: Sequence[NodeRow],
+        queries: np.ndarray,
+        n: int,
+        kind: str | None,
+    ) -> dict[str, list[list]] | None:
+        """Exact search over the permitted items' own vectors (`SubtreeVectors`); None when the
+        scope is too large for it or Chroma lacks one of its items (then Chroma searches)."""
+        exact = self._exact
+        if exact is None or sum(r.items for r in rows) > exact.max_scope_items:
+            return None
+        assert self._collection is not None
+        key = (self._collection.name, self.scope, self.levels)
+        items = exact.get(key, snapshot, rows)
+        if items is None:
+            items = self._read_vectors(rows, queries.shape[1])
+            if items is None:
+                return None
+            exact.put(key, snapshot, rows, items)
+        self.stats.exact_searches += 1
+        return items.nearest(queries, n, kind)
+
+    def _read_vectors(self, rows: Sequence[NodeRow], dim: int) -> ItemVectors | None:
+        """These node versions' item vectors from Chroma, by id; None if any is missing (lost,
+        or this process's embedded view is older than the tree)."""
+        assert self._collection is not None
+        ids = self._item_ids(rows, None)
+        if not ids:
+            return stack([], dim)
+        try:
+            got = self._collection.get(ids=ids, include=["embeddings"])
+        except Exception as err:  # chromadb raises its own and httpx's errors
+            if is_unreachable(err):
+                raise self._unavailable(err) from err
+            return None
+        vectors = got["embeddings"] if got["embeddings"] is not None else []
+        found = dict(zip(got["ids"], vectors, strict=True))
+        if any(i not in found for i in ids):
+            return None
+        matrix = np.asarray([found[i] for i in ids], dtype=np.float32)
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        kinds = np.array([KIND_CODES[parse_item_id(i)[2]] for i in ids], dtype=np.int8)
+        return ItemVectors(tuple(ids), kinds, matrix)
+
     def _query_ids(self, queries: np.ndarray, n: int, ids: list[str]) -> Any:
         """The nearest of these items; None when the index lacks one of them (lost, or a view
         older than the tree): the caller then asks by `where`, which reopens a stale view."""
         assert self._collection is not None
+        self.stats.chroma_queries += 1
         try:
             return self._collection.query(
                 query_embeddings=queries, n_results=n, ids=ids, include=["distances"]
@@ -312,6 +525,7 @@ class ScopedMemory:
         """One filtered nearest-neighbour call; a stale embedded view is reopened once, and a
         shared handle that fails (its collection dropped and recreated meanwhile) opened anew."""
         assert self._vectors is not None and self._collection is not None
+        self.stats.chroma_queries += 1
         for attempt in (0, 1):
             generation = self._vectors.generation
             try:

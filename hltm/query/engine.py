@@ -32,7 +32,7 @@ from typing import Any
 from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
 from hltm.query import tasks
-from hltm.query.boundary import Collections, ScopedMemory
+from hltm.query.boundary import Collections, ScopedMemory, SubtreeVectors
 from hltm.query.log import QueryLogWriter
 from hltm.query.parse import FIELDS, ground_pairs, parse_question
 from hltm.query.retrieve import (
@@ -206,6 +206,7 @@ class QueryEngine:
         self.query_log = QueryLogWriter(settings.derived_db)
         self.tree = TreeIndex(settings.derived_db)
         self.collections = Collections(self.vectors)
+        self.subtree_vectors = SubtreeVectors()
 
     def warm_up(self) -> None:
         """Load the embedding model, the token encoding, the tree's contents and every
@@ -262,7 +263,13 @@ class QueryEngine:
         # changed, for milliseconds, and never held across the LLM calls.
         scope = self.scope_for(identity, within)
         memory = ScopedMemory(
-            scope, self.tree, self.vectors, config.levels, self.db_wait_s, self.collections
+            scope,
+            self.tree,
+            self.vectors,
+            config.levels,
+            self.db_wait_s,
+            self.collections,
+            self.subtree_vectors,
         )
         # A resolved scope holds nodes by construction; only a depth filter can empty it.
         empty = scope.empty or (config.levels is not None and memory.node_count() == 0)

@@ -23,8 +23,9 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 
 from __future__ import annotations
 
+import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,15 +97,18 @@ class Retrieved:
 
 
 class QueryEmbeddings:
-    """Query vectors with a small per-process memo (repeated pairs such as `location:`)."""
+    """Query vectors, with a least-recently-used memo keyed by (model, text): serving sees the
+    same questions and pairs (`location:`) again and again, and each embedding costs 8–60 ms."""
 
     def __init__(self, embedder: CachedEmbedder, memo_size: int = 4096) -> None:
         self.embedder = embedder
-        self._memo: dict[str, np.ndarray] = {}
+        self._memo: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._memo_size = memo_size
+        self._lock = threading.Lock()
 
     def clear(self) -> None:
-        self._memo.clear()
+        with self._lock:
+            self._memo.clear()
 
     def _embed(self, texts: list[str]) -> list[np.ndarray]:
         inner = self.embedder.inner
@@ -120,15 +124,26 @@ class QueryEmbeddings:
         return [np.asarray(self.embedder.query(t), dtype=np.float32) for t in texts]
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
-        if missing:
-            for text, vector in zip(missing, self._embed(missing), strict=True):
-                if len(self._memo) >= self._memo_size:
-                    self._memo.pop(next(iter(self._memo)))
-                self._memo[text] = vector
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        return np.stack([self._memo[t] for t in texts])
+        model = self.embedder.model_name
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                vector = self._memo.get((model, text))
+                if vector is not None:
+                    self._memo.move_to_end((model, text))
+                    found[text] = vector
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            fresh = dict(zip(missing, self._embed(missing), strict=True))
+            found |= fresh
+            with self._lock:
+                for text, vector in fresh.items():
+                    self._memo[(model, text)] = vector
+                while len(self._memo) > self._memo_size:
+                    self._memo.popitem(last=False)
+        return np.stack([found[t] for t in texts])
 
 
 def pair_text(pair: dict[str, str]) -> str:

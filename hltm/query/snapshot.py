@@ -2,7 +2,8 @@
 
 Opening a DuckDB file costs about 25 ms of CPU (DuckDB starts a database instance), and keeping
 it open would lock out the one writer process (the memory build). So the query path reads
-`node_id, level, contract_id, seat_id, project_id, version` of every node once, keeps them, and
+`node_id, level, contract_id, seat_id, project_id, version, item_count` of every node once, keeps
+them, and
 reads them again only when the file changes — judged by `file_token`, the stat (inode, size,
 mtime) of the file and of its write-ahead log, which every committed write changes — and the
 tree with it: most writes to the file are not to the tree (a server's query log, once a second),
@@ -59,6 +60,7 @@ class NodeRow:
     seat_id: str | None
     project_id: str | None
     version: str
+    items: int = 0  # how many vector items the version has in Chroma (`item_count`)
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class TreeSnapshot:
     )
     # (column, id) → the ids of the nodes carrying that id in that column.
     members: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # Which of its index's snapshots this is (grows with every re-read): caches derived from the
+    # tree (`hltm.query.boundary.SubtreeVectors`) are keyed by it and pruned when it moves.
+    generation: int = 0
 
     @staticmethod
     def fingerprint(con: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
@@ -123,19 +128,21 @@ class TreeSnapshot:
         return tuple(row) if row else None
 
     @classmethod
-    def read(cls, con: duckdb.DuckDBPyConnection) -> TreeSnapshot:
+    def read(cls, con: duckdb.DuckDBPyConnection, generation: int = 0) -> TreeSnapshot:
         try:
             raw = con.execute(
-                f"SELECT node_id, level, contract_id, seat_id, project_id, version"
+                f"SELECT node_id, level, contract_id, seat_id, project_id, version, item_count"
                 f" FROM {MEMORY_TABLE}"
             ).fetchall()
         except duckdb.CatalogException:  # no tree built yet
-            return cls()
+            return cls(generation=generation)
         rows: dict[str, NodeRow] = {}
         paths: dict[tuple[str, str], set[tuple[str, str | None, str | None]]] = defaultdict(set)
         members: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for node_id, level, contract_id, seat_id, project_id, version in raw:
-            row = NodeRow(node_id, level, contract_id, seat_id or None, project_id or None, version)
+        for node_id, level, contract_id, seat_id, project_id, version, items in raw:
+            row = NodeRow(
+                node_id, level, contract_id, seat_id or None, project_id or None, version, items
+            )
             rows[node_id] = row
             path = (row.contract_id, row.seat_id, row.project_id)
             for column, value in (
@@ -146,7 +153,7 @@ class TreeSnapshot:
                 if value:
                     paths[(column, value)].add(path)
                     members[(column, value)].append(node_id)
-        return cls(rows, dict(paths), dict(members))
+        return cls(rows, dict(paths), dict(members), generation)
 
 
 class TreeIndex:
@@ -178,15 +185,15 @@ class TreeIndex:
             token = file_token(self.derived_db)
             if token != self._token:
                 if token[0] is None:
-                    self._snapshot, self._fingerprint = TreeSnapshot(), None
                     self.reloads += 1
+                    self._snapshot, self._fingerprint = TreeSnapshot(generation=self.reloads), None
                 else:
                     with connect(self.derived_db, wait_s=wait_s) as con:
                         fingerprint = TreeSnapshot.fingerprint(con)
                         if fingerprint is None or fingerprint != self._fingerprint:
-                            self._snapshot = TreeSnapshot.read(con)
-                            self._fingerprint = fingerprint
                             self.reloads += 1
+                            self._snapshot = TreeSnapshot.read(con, self.reloads)
+                            self._fingerprint = fingerprint
                 self._token = token
             return self._snapshot
 
