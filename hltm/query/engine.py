@@ -209,15 +209,32 @@ class QueryEngine:
         self.subtree_vectors = SubtreeVectors()
 
     def warm_up(self) -> None:
-        """Load the embedding model, the token encoding, the tree's contents and every
-        contract's vector index now, not on the first request."""
+        """Load the embedding model, the token encoding, the tree's contents, every contract's
+        vector index and (as the budget allows) the vectors exact search reads, now, not on the
+        first request."""
         from hltm.tokens import encoding
 
         probe = self.embed(["query warm-up"])
         encoding()
         self.tree.prefetch(self.db_wait_s)
         rows = self.tree.snapshot(self.db_wait_s).rows.values()
-        self.collections.load({row.contract_id for row in rows}, probe[0])
+        contracts = sorted({row.contract_id for row in rows})
+        self.collections.load(contracts, probe[0])
+        for contract_id in contracts:
+            scope = Scope(Identity("contract", contract_id), contract_id)
+            self._memory(scope).prefetch_vectors(probe.shape[1])
+
+    def _memory(self, scope: Scope, levels: tuple[str, ...] | None = None) -> ScopedMemory:
+        """The boundary for one query, over the engine's shared indexes and caches."""
+        return ScopedMemory(
+            scope,
+            self.tree,
+            self.vectors,
+            levels,
+            self.db_wait_s,
+            self.collections,
+            self.subtree_vectors,
+        )
 
     # ---- scope -----------------------------------------------------------------------------
 
@@ -262,15 +279,7 @@ class QueryEngine:
         # Reads go through the in-memory tree index: a connection is opened only when the file
         # changed, for milliseconds, and never held across the LLM calls.
         scope = self.scope_for(identity, within)
-        memory = ScopedMemory(
-            scope,
-            self.tree,
-            self.vectors,
-            config.levels,
-            self.db_wait_s,
-            self.collections,
-            self.subtree_vectors,
-        )
+        memory = self._memory(scope, config.levels)
         # A resolved scope holds nodes by construction; only a depth filter can empty it.
         empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
         scoped_s = time.perf_counter() - started
