@@ -3,14 +3,18 @@
 `ScopedMemory` is constructed from a resolved `Scope` and offers exactly two reads, both under the
 subtree filter:
 
-* `search(kind, vectors, n)` — nearest vector items, with the filter in Chroma's `where` (applied
-  before similarity) inside the scope's own contract collection (the second wall: other
-  contracts' collections are never opened). Chroma returns ids and distances only (its
-  metadata costs more to fetch than the search itself): an item id names its node, version, kind
-  and index, and every hit's node is checked against the scope by its stored ownership path — a
-  hit that does not belong is an `IsolationError` (fail closed), never a result. Hits are kept
-  only if their version is the node's current version in DuckDB, so a node being replaced is
-  read either wholly old or wholly new.
+* `search(kind, vectors, n)` — nearest vector items of the subtree. With the query engine's tree
+  index the permitted set is computed first, from the tree: the nodes the scope admits. A small
+  scope is then searched exactly over those nodes' own vectors (`SubtreeVectors`, read from
+  Chroma once per node version); a larger one by Chroma, restricted to the subtree's item ids
+  below a contract, unfiltered inside a contract's own collection (the second wall: other
+  contracts' collections are never opened). Without the index, the filter is Chroma's `where`,
+  applied before similarity. Chroma returns ids and distances only (its metadata costs more to
+  fetch than the search itself): an item id names its node, version, kind and index, and every
+  hit's node is checked against the scope by its stored ownership path — a hit that does not
+  belong is an `IsolationError` (fail closed), never a result. Hits are kept only if their
+  version is the node's current version in DuckDB, so a node being replaced is read either
+  wholly old or wholly new.
 * `nodes(ids)` / `versions(ids)` — rows of `memory_nodes` fetched by id with the same filter in
   the SQL `WHERE`, so an id from outside the subtree (a planted citation, a guessed id) reads as
   absent.
@@ -233,9 +237,15 @@ class SubtreeVectors:
         with self._lock:
             return set(self._nodes)
 
+    def follow(self, snapshot: TreeSnapshot) -> None:
+        """Drop what the tree of `snapshot` no longer holds, if it is newer (every search calls
+        this, so a deleted node's vectors leave memory with the first query that sees it gone)."""
+        with self._lock:
+            self._follow(snapshot)
+
     def _follow(self, snapshot: TreeSnapshot) -> bool:
-        """Prune to `snapshot` if it is newer than what the cache follows (under the lock);
-        False if it is older, so nothing read from it is added."""
+        """`follow`, under the lock; False if `snapshot` is older than what the cache follows,
+        so nothing read from it is added."""
         if snapshot.generation < self._generation:
             return False
         if snapshot.generation > self._generation:
@@ -366,6 +376,8 @@ class ScopedMemory:
         result = None
         if isinstance(self._con, TreeIndex):
             snapshot, rows = self._permitted(self._con)
+            if self._exact is not None:
+                self._exact.follow(snapshot)
             if not any(r.items for r in rows):
                 self.last_exhausted = [True] * len(queries)
                 return [[] for _ in range(len(queries))]
