@@ -109,7 +109,21 @@ def ask(
 @click.option(
     "--db-wait", default=2.0, show_default=True, help="Seconds to wait for a locked DB (then 503)."
 )
-def serve(host: str, port: int, workers: int, concurrency: int, queue: int, db_wait: float) -> None:
+@click.option(
+    "--log-flush",
+    default=5.0,
+    show_default=True,
+    help="Seconds between query-log inserts (each write to the DB file makes readers re-check it).",
+)
+def serve(
+    host: str,
+    port: int,
+    workers: int,
+    concurrency: int,
+    queue: int,
+    db_wait: float,
+    log_flush: float,
+) -> None:
     """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
     from hltm.query.http import ServeLimits
     from hltm.query.http import serve as run
@@ -118,7 +132,8 @@ def serve(host: str, port: int, workers: int, concurrency: int, queue: int, db_w
         f"query endpoint on http://{host}:{port}/v1/ask, {workers} worker(s) (Ctrl-C to stop)"
     )
     try:
-        run(settings(), host, port, ServeLimits(concurrency, queue, db_wait), workers)
+        limits = ServeLimits(concurrency, queue, db_wait, log_flush)
+        run(settings(), host, port, limits, workers)
     except SystemExit as err:
         if isinstance(err.code, str):
             fail(err.code)

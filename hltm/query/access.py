@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
+
 from hltm.query.scope import MEMORY_TABLE, Identity
 from hltm.query.snapshot import FileToken, file_token
 from hltm.warehouse import connect, table_exists
@@ -104,21 +106,44 @@ def identity_for_token(
         return None
     digest = _digest(token)
     with connect(db, wait_s=wait_s) as con:
-        if not table_exists(con, TOKENS_TABLE):
+        try:
+            row = con.execute(
+                f"SELECT token_hash, identity_level, identity_id FROM {TOKENS_TABLE}"
+                " WHERE token_id = ? AND revoked_at IS NULL",
+                [digest[:12]],
+            ).fetchone()
+        except duckdb.CatalogException:  # no token table yet (information_schema costs more)
             return None
-        row = con.execute(
-            f"SELECT token_hash, identity_level, identity_id FROM {TOKENS_TABLE}"
-            " WHERE token_id = ? AND revoked_at IS NULL",
-            [digest[:12]],
-        ).fetchone()
     if not row or not hmac.compare_digest(row[0], digest):
         return None
     return Identity(row[1], row[2])
 
 
+def active_digests(db: Path | str, digests: list[str], wait_s: float | None = None) -> set[str]:
+    """Which of these token hashes are of active tokens, in one read."""
+    if not digests:
+        return set()
+    with connect(db, wait_s=wait_s) as con:
+        try:
+            rows = con.execute(
+                f"SELECT token_hash FROM {TOKENS_TABLE} WHERE revoked_at IS NULL"
+                " AND token_hash IN (SELECT unnest(?::VARCHAR[]))",
+                [digests],
+            ).fetchall()
+        except duckdb.CatalogException:  # no token table: no active token
+            return set()
+    return {row[0] for row in rows}
+
+
 class TokenCache:
-    """Active tokens already looked up, forgotten whenever the tokens' file changes (a create or
-    revoke in any process writes it), so a revoked token is refused from its next request on."""
+    """Active tokens already looked up, checked again whenever the tokens' file changes (a create
+    or revoke in any process writes it), so a revoked token is refused from its next request on.
+
+    Most writes to the file are not to the tokens (a server's query log, every few seconds), so a
+    change re-checks every known token in ONE read instead of forgetting them all, and requests
+    arriving during that read are answered from the known tokens without waiting: profiled under
+    50 clients, one DuckDB connection per token and request after each log insert was 28% of the
+    server's time."""
 
     def __init__(self, db: Path | str, max_entries: int = 10_000) -> None:
         self.db = Path(db)
@@ -126,17 +151,21 @@ class TokenCache:
         self._known: dict[str, Identity] = {}
         self._token: FileToken | None = None
         self._lock = threading.Lock()
+        self._recheck_lock = threading.Lock()  # one re-check at a time
 
     def identity(self, token: str | None, wait_s: float | None = None) -> Identity | None:
         if not token:
             return None
         digest = _digest(token)
         seen = file_token(self.db)
+        if seen != self._token and not self._recheck(seen, wait_s):
+            # Another request is re-checking the known tokens against this change: answer as of
+            # the state before it, as if this request had come a moment earlier.
+            with self._lock:
+                if digest in self._known:
+                    return self._known[digest]
         with self._lock:
-            if seen != self._token:
-                self._known.clear()
-                self._token = seen
-            if digest in self._known:
+            if digest in self._known and self._token == seen:
                 return self._known[digest]
         identity = identity_for_token(self.db, token, wait_s)
         with self._lock:
@@ -145,6 +174,23 @@ class TokenCache:
                     self._known.clear()
                 self._known[digest] = identity
         return identity
+
+    def _recheck(self, seen: FileToken, wait_s: float | None) -> bool:
+        """Keep the known tokens still active as of (at least) the file state `seen`; False,
+        without waiting, if another request is re-checking them now."""
+        if not self._recheck_lock.acquire(blocking=self._token is None):
+            return False
+        try:
+            if self._token != seen:
+                with self._lock:
+                    known = dict(self._known)
+                active = active_digests(self.db, sorted(known), wait_s)
+                with self._lock:
+                    self._known = {d: i for d, i in known.items() if d in active}
+                    self._token = seen
+            return True
+        finally:
+            self._recheck_lock.release()
 
 
 def list_tokens(db: Path | str) -> list[TokenInfo]:

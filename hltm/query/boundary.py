@@ -511,7 +511,10 @@ class ScopedMemory:
                 where = (
                     None if self.scope.level == "contract" else dict([self.scope.narrowest_id()])
                 )
-                got = self._collection.get(where=where, include=["embeddings"])  # type: ignore[arg-type]
+                got = self._collection.get(
+                    where=where,  # type: ignore[arg-type]
+                    include=["embeddings"],
+                )
             else:
                 got = self._collection.get(ids=wanted, include=["embeddings"])
         except Exception as err:  # chromadb raises its own and httpx's errors

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hltm.warehouse import DatabaseBusy, connect, table_exists
+from hltm.warehouse import DatabaseBusy, connect, insert_rows, table_exists
 
 if TYPE_CHECKING:
     from hltm.query.engine import QueryResult
@@ -123,10 +123,11 @@ def insert_query_rows(
     """Insert logged rows in one short connection (`DatabaseBusy` past `wait_s`)."""
     with connect(derived_db, wait_s=wait_s) as con:
         ensure_query_log(con)
-        con.executemany(
-            f"INSERT INTO {QUERY_LOG_TABLE} ({', '.join(COLUMN_NAMES)})"
-            f" VALUES ({', '.join('?' for _ in COLUMN_NAMES)})",
+        insert_rows(
+            con,
+            f"INSERT INTO {QUERY_LOG_TABLE}",
             [[row[name] for name in COLUMN_NAMES] for row in rows],
+            COLUMN_NAMES,
         )
 
 
