@@ -55,7 +55,7 @@ from typing import Any
 
 from hltm.memory import lexicon as lx
 from hltm.memory import read_nodes
-from hltm.memory.places import place_key
+from hltm.memory.places import city_region, place_key, us_state_names
 from hltm.memory.salary import Salary, parse_value
 from hltm.memory.salary import find_salaries as read_salaries
 from hltm.realdata import build_memory, ingest_rows, realdata_file, scratch_settings, slug
@@ -219,20 +219,44 @@ def _city(key: tuple[str, str]) -> tuple[str, str]:
 
 
 _COUNTRY_ONLY = {"united states", "usa", "us", "россия", "russia"}
+_METRO = re.compile(r"\s*(?:metropolitan area|metro area|area|metroplex)$", re.IGNORECASE)
 
 
-def location_matches(predicted: str, reference: str) -> bool:
+def reference_places(reference: str) -> list[str]:
+    """The places a reference names: itself, or each city of a metro area that LinkedIn names by
+    its principal cities (`Raleigh-Durham-Chapel Hill Area`, `Washington DC-Baltimore Area`,
+    `Greensboro--Winston-Salem--High Point Area`); a hyphenated city stays whole."""
+    if not _METRO.search(reference) or "-" not in reference or "," in reference:
+        return [reference]
+    body = _METRO.sub("", re.sub(r"^greater\s+", "", reference, flags=re.IGNORECASE))
+    if place_key(body)[0] and "--" not in body and len(body.split("-")) == 2 and " " not in body:
+        return [reference]  # one hyphenated name ("Winston-Salem Area")
+    parts = body.split("--") if "--" in body else body.split("-")
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _region_of(key: tuple[str, str]) -> str:
+    """The region a place key states, or that of the best-known city of that name (a bare
+    `Austin` is in Texas)."""
+    return key[1] or city_region(key[0])
+
+
+def _one_location_matches(predicted: str, reference: str) -> bool:
     pred, ref = _city(place_key(predicted)), _city(place_key(reference))
     if not ref[0]:  # a state: any place in it
-        return pred[1] == ref[1] or lx.normalise_value(predicted) == ref[1]
+        return _region_of(place_key(predicted)) == ref[1] or lx.normalise_value(predicted) == ref[1]
     if ref[0] in _COUNTRY_ONLY:
         country = ref[0] or ref[1]
-        return pred[0] == country or (
-            country in ("united states", "usa", "us") and len(pred[1]) == 2
-        )
+        if country in ("united states", "usa", "us"):
+            return pred[0] in _COUNTRY_ONLY or len(_region_of(place_key(predicted))) == 2
+        return pred[0] == country
     if pred[0] != ref[0]:
         return False
     return not (pred[1] and ref[1] and pred[1] != ref[1])
+
+
+def location_matches(predicted: str, reference: str) -> bool:
+    return any(_one_location_matches(predicted, ref) for ref in reference_places(reference))
 
 
 def _parse_salary(value: str) -> Salary | None:
@@ -324,14 +348,46 @@ _FORMAT_PHRASES = {
 }  # fmt: skip
 
 
+def _name_pattern(name: str) -> str:
+    """A place name as a text may write it: whole words, `St`/`St.`/`Saint` alike, a hyphen or
+    a space alike, and a Russian name in any case ending (`Казань` → Казани, `Москва` →
+    Москве; a stem of at least 4 letters: `Курск` is not `курсы`)."""
+    name = name.strip().casefold()
+    if re.search(r"[а-яё]", name) and len(name) > 4 and name[-1] in "аяьйоеыи":
+        name = name[:-1]
+    words = [re.escape(w) for w in re.split(r"[\s-]+", name) if w]
+    if words and re.fullmatch(r"saint|st\\?\.?", words[0]):
+        words[0] = r"(?:saint|st\.?)"
+    body = r"[\s-]+".join(words)
+    tail = r"[а-яё]{0,3}" if re.search(r"[а-яё]", name) else r"(?:['’]s)?"
+    return rf"(?<!\w){body}{tail}(?!\w)"
+
+
+def _place_stated(reference: str, text: str) -> bool:
+    """Whether the text names the reference place, or (for a state or country reference) a
+    place the matching rule would accept for it: a state's name or `, ST` code, and for the
+    United States any state."""
+    low = text.casefold()
+    city, region = place_key(reference)
+    if city in ("россия", "russia"):
+        return bool(re.search(r"россия|\bрф\b|russia", low))
+    if city in _COUNTRY_ONLY or not city:
+        names = us_state_names() if city else [reference.split(",")[0].strip()]
+        named = "|".join(_name_pattern(n) for n in names if len(n) > 2)
+        codes = (
+            "|".join(n.upper() for n in us_state_names() if len(n) == 2) if city else region.upper()
+        )
+        us = r"united states|\busa\b|\bu\.s\.|" if city else ""
+        return bool(re.search(f"{us}{named}", low) or re.search(rf",\s?(?:{codes})\b", text))
+    names = {city, reference.split(",")[0].strip().casefold()}  # canonical and as written
+    names = {_METRO.sub("", re.sub(r"^greater\s+", "", n)).strip() for n in names}
+    return any(n and re.search(_name_pattern(n), low) for n in names)
+
+
 def text_states(name: str, reference: Any, text: str) -> bool:
     low = text.casefold()
     if name == "location":
-        city = place_key(reference)[0]
-        if city in _COUNTRY_ONLY:
-            return bool(re.search(r"united states|\busa\b|\bu\.s\.|россия|\bрф\b", low))
-        names = {city, reference.split(",")[0].strip().casefold()}  # canonical and as written
-        return any(n and n[: max(4, len(n) - 2)] in low for n in names)
+        return any(_place_stated(ref, text) for ref in reference_places(reference))
     if name in ("salary", "salary_period"):
         money = _money_amounts(low)
         if name == "salary_period":
