@@ -389,11 +389,14 @@ def text_states(name: str, reference: Any, text: str) -> bool:
     if name == "location":
         return any(_place_stated(ref, text) for ref in reference_places(reference))
     if name in ("salary", "salary_period"):
+        if name == "salary_period":  # a period word right after an amount with a currency
+            return any(
+                re.match(r"[\s+]*(?:/\s?|per |an? |each |в |за )?(?:hour|hr\b|year|yr\b|annual|month|"
+                         r"week|месяц|мес\b|час|год)", low[m.end() : m.end() + 30])
+                or re.search(r"hourly|annual|yearly|monthly|weekly|в месяц|в час", low[max(0, m.start() - 30) : m.start()])
+                for m in _MONEY.finditer(low)
+            )  # fmt: skip
         money = _money_amounts(low)
-        if name == "salary_period":
-            return bool(money) and bool(
-                re.search(r"hour|/hr|year|annual|month|week|месяц|час", low)
-            )
         ref = reference if isinstance(reference, Salary) else None
         amounts = [] if ref is None else [x for x in (ref.low, ref.high) if x is not None]
         return any(_close(x, m) for x in amounts for m in money)
