@@ -178,7 +178,7 @@ def facets(payload: Payload) -> Payload:
         unglued = lx.unglued(text)
         for name, _ in lx.find_terms(lx.WORK_MODES, unglued, negatable=True):
             bag.add("work_mode", name, source)
-        for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, unglued, negatable=True):
+        for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, unglued, negatable=True, prospects=False):
             if name == "internship" and "seniority" in bag.fields() and not from_titles:
                 continue
             bag.add("employment_type", name, source)

@@ -17,15 +17,17 @@ the sources; they are the reference. The real ingest and memory build make the f
   `New York City Metropolitan Area` → new york; Cyrillic names to their GeoNames English name)
   and cities that the hub gazetteer groups are one city (`Palo Alto` ≡ `San Francisco Bay
   Area`). Equal cities match (and regions, when both state one). A reference without a city (a
-  country or a state) is matched by a value in that country or state.
+  country or a state) is matched by a value in that country or state (a bare well-known city
+  by the region of the largest city of that name: `Austin` is in Texas). A LinkedIn metro area
+  named by its principal cities (`Raleigh-Durham-Chapel Hill Area`) is matched by each of them.
 * **salary** — the currency must be equal (`$` = USD; `₽`, `руб`, hh.ru's `RUR` = RUB) and
   every end both sides state must agree within 1% (`from 80,000` states only the low end).
   **salary period** is scored apart: LinkedIn's `pay_period` (HOURLY → hour, YEARLY → year …);
   hh.ru salaries are monthly.
 * **work type** — LinkedIn `formatted_work_type` (Full-time, Part-time, Contract, Temporary,
   Internship, Volunteer; `Other` is unlabelled) and hh.ru `employment_name` (Полная → full-time,
-  Частичная → part-time, Проектная работа → contract or freelance, Стажировка → internship)
-  against the `employment_type` facets.
+  Частичная → part-time, Проектная работа → contract or freelance, Стажировка → internship;
+  hh.ru's own `internship = true` flag adds internship) against the `employment_type` facets.
 * **work format** — hh.ru `work_format` (Удалённо / Гибрид / На месте работодателя, several
   per posting) as remote / hybrid / onsite against the `work_mode` facets; LinkedIn `remote`.
 * **seniority** — LinkedIn `formatted_experience_level`: Internship → intern, Entry level →
@@ -145,6 +147,15 @@ def load_linkedin(path: Path, limit: int | None = None) -> list[Posting]:
     return out
 
 
+def _hh_work_type(row: dict[str, str]) -> set[str] | None:
+    """hh.ru's employment, and its separate `internship` flag: an internship labelled
+    "Полная занятость" is also an internship."""
+    work = _HH_WORK.get(row.get("employment_name") or "")
+    if (row.get("internship") or "").strip().casefold() == "true":
+        return (work or set()) | {"internship"}
+    return work
+
+
 def load_hh(path: Path, limit: int | None = None) -> list[Posting]:
     out = []
     with path.open(encoding="utf-8", newline="") as handle:
@@ -166,7 +177,7 @@ def load_hh(path: Path, limit: int | None = None) -> list[Posting]:
                 "location": row.get("area_name") or None,
                 "salary": salary,
                 "salary_period": "month" if salary else None,
-                "work_type": _HH_WORK.get(row.get("employment_name") or ""),
+                "work_type": _hh_work_type(row),
                 "work_format": formats or None,
                 "experience": _HH_EXPERIENCE.get(row.get("experience_name") or ""),
             }
@@ -342,9 +353,11 @@ _WORK_PHRASES = {
     "contract": r"contract|проектн", "temporary": r"temporary|temp\b|seasonal",
     "internship": r"intern|стаж", "volunteer": r"volunteer|unpaid", "freelance": r"freelance|проектн",
 }  # fmt: skip
-_FORMAT_PHRASES = {
-    "remote": r"remote|work from home|удал[её]н|дистанц", "hybrid": r"hybrid|гибрид",
-    "onsite": r"on[- ]?site|in[- ]office|в офисе|офис",
+_FORMAT_PHRASES = {  # the format of the work: "удалённая работа", not "удалённый сервер"
+    "remote": r"remote|work from home|(?:удал[её]нн|дистанционн)\w* (?:работ|формат|режим)|"
+              r"удал[её]нно|дистанционно|удал[её]нк",
+    "hybrid": r"hybrid|гибрид(?![а-яё])|гибридн\w* (?:формат|график|режим|работ)",
+    "onsite": r"on[- ]?site|in[- ]office|(?<![-\w])офис(?![\w-])|в офисе",
 }  # fmt: skip
 
 
