@@ -442,9 +442,12 @@ def place_key(value: str) -> tuple[str, str]:
     text = re.sub(
         r"\b(?:metropolitan area|metro area|area|greater|city of)\b", "", text, flags=re.I
     )
+    states = _us_states()
+    bare = re.fullmatch(r"(.+?)\s([A-Z]{2})", text.strip())
+    if "," not in text and bare and bare.group(2).casefold() in states:
+        text = f"{bare.group(1)}, {bare.group(2)}"  # "Washington DC", "Tampa FL"
     head, _, region = (part.strip() for part in text.partition(","))
     head = re.sub(r"\s+city$", "", head.strip(), flags=re.I).strip()
-    states = _us_states()
     head = re.sub(r"^(?:st\.?|ст\.)\s", "saint ", head, flags=re.I)
     state = states.get(head.casefold())
     if state and region.casefold() in ("", "united states", "usa", "us"):
