@@ -40,8 +40,11 @@ the sources; they are the reference. The real ingest and memory build make the f
 
 Besides the figures over every labelled posting, each field is also scored on the postings
 whose text *states* the reference at all (a literal check independent of the extractor: the
-reference city, an amount, the work-type phrase appears in the text), since no extractor can
-recover from the text what the text does not say.
+reference city as a whole name, in any Russian case ending, `St`/`Saint` alike, one city of a
+metro area, for a state its name or `, ST` code, for the United States any state; an amount
+with a currency mark; a period word beside an amount; the work-type or work-format phrase,
+"удалённая работа" but not "удалённый сервер"), since no extractor can recover from the text
+what the text does not say.
 """
 
 from __future__ import annotations
