@@ -32,7 +32,9 @@ FIELD_PHRASES: dict[str, str] = {
 # A "word" boundary that also treats + # . as part of a term (C++, C#, .NET, Node.js).
 _L = r"(?<![\w+#])"
 _R = r"(?![\w+#])"
-_NEG = re.compile(r"(?:\bno|\bnot|\bnon|\bwithout|\bбез|\bне|\bнет)[\s-]*$", re.IGNORECASE)
+_NEG = re.compile(  # "no remote", "non-remote", "not a remote position"
+    r"(?:\bno|\bnot|\bnon|\bwithout|\bбез|\bне|\bнет)(?:\s(?:a|an))?[\s-]*$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -502,7 +504,7 @@ _PROSPECT = re.compile(
 
 
 def not_negated(text: str, start: int) -> bool:
-    return not _NEG.search(text[max(0, start - 12) : start])
+    return not _NEG.search(text[max(0, start - 16) : start])
 
 
 def not_prospect(text: str, start: int) -> bool:
