@@ -208,6 +208,9 @@ EMPLOYMENT_TYPES = _terms(
             r"(?:w2|1099|short[- ]term|long[- ]term) contract",
             r"(?:job|employment|position) type:?\s?contract",
             r"(?:independent|1099|w-?2|freelance) contractor",
+            # the person hired is one: "looking for a contractor", not "a general contractor"
+            r"(?:for|as|hire|hiring|seeking|seek|need) an? contractor",
+            r"контракт\w* на \d+",  # "Контракт на 6 месяцев"
             r"fixed[- ]term contract",
             r"b2b[- ](?:contract|договор\w*|контракт\w*|оформлени\w*)",  # not "B2B sales"
             r"(?:по|через|оформление по) b2b",

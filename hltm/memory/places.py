@@ -339,9 +339,14 @@ def find_places(text: str) -> list[Place]:
         rest = _GLUED.sub(" ", text[cue.end() : cue.end() + 60])  # "Location: San DiegoJob Type"
         state = _state_after_cue(rest)
         head = re.match(rf"{_CITY}(?:,\s?{_CITY})?|[А-ЯЁ][а-яё-]+(?: [А-ЯЁ][а-яё-]+)?", rest)
-        entry = _city_named(head.group(0), anywhere=True) if head else None
-        if entry and not (state and entry.country != "US"):
-            add(_canonical(entry), cue.end(), cue.end() + head.end(), 0)  # type: ignore[union-attr]
+        # "Berlin, Amsterdam": the first city of a list (the rest joins it in `primary_places`)
+        first = head.group(0).split(",")[0] if head else ""
+        entry = _city_named(first, anywhere=True) if head else None
+        end = len(first)
+        if head and entry is None:
+            entry, end = _city_named(head.group(0), anywhere=True), head.end()
+        if head and entry and not (state and entry.country != "US"):
+            add(_canonical(entry), cue.end(), cue.end() + end, 0)
         elif state:
             add(state, cue.end(), cue.end() + len(state), 0)
     for match in _AREA_CITY.finditer(text):
@@ -376,6 +381,11 @@ def find_places(text: str) -> list[Place]:
     return sorted(found.values(), key=lambda p: (p.start, p.value))
 
 
+_LIST_GAP = re.compile(
+    r"\s*(?:[,/&;]|\s(?:or|and|или|и)\s|,\s?(?:or|and|или|и)\s)\s*", re.IGNORECASE
+)
+
+
 def _sentence_bounds(text: str, offset: int) -> tuple[int, int]:
     starts = [m.end() for m in re.finditer(r"[.!?;•·]\s|\n", text[:offset])]
     end = re.search(r"[.!?;•·]\s|\n", text[offset:])
@@ -400,14 +410,33 @@ def primary_places(text: str) -> list[str]:
         for p in read
     ]
     for match in lx.LOCATIONS.combined.finditer(text):
+        name = lx.LOCATIONS.canonical[int(str(match.lastgroup)[1:])]
+        same = [
+            i for i, p in enumerate(places) if p.start == match.start() and p.end <= match.end()
+        ]  # fmt: skip
+        if same:  # the hub names the place read there ("Нижний Новгород": Nizhny Novgorod)
+            places[same[0]] = places[same[0]]._replace(value=name)
+            continue
         if any(p.start <= match.start() < p.end for p in read):
             continue  # "New York" in "Brooklyn, New York": the state of a place already read
         if re.match(r"\s+State\b", text[match.end() :]):
             continue  # "New York State Bar"
-        name = lx.LOCATIONS.canonical[int(str(match.lastgroup)[1:])]
         places.append(Place(name, match.start(), match.end(), _rank(text, *match.span(), 2)))
 
     hubs = set(lx.LOCATIONS.canonical) - lx.REGIONS
+
+    # A name inside a longer one is part of it ("Новгород" in "Нижний Новгород").
+    places = [
+        p for p in places
+        if not any(q.start <= p.start and p.end <= q.end and q.end - q.start > p.end - p.start
+                   for q in places)
+    ]  # fmt: skip
+    # A list goes with its head: "based in Berlin, Amsterdam and Lisbon" names three places.
+    places.sort(key=lambda p: (p.start, -p.end))
+    for i in range(1, len(places)):
+        gap = text[places[i - 1].end : places[i].start]
+        if places[i].start >= places[i - 1].end and _LIST_GAP.fullmatch(gap):
+            places[i] = places[i]._replace(rank=min(places[i].rank, places[i - 1].rank))
 
     def kind(value: str) -> int:  # 0: a city, 1: a state or county, 2: a region or country
         if value in lx.REGIONS or is_country(value):
