@@ -249,7 +249,8 @@ _JOB_AFTER = re.compile(
 # Words that place the company, not the job: its headquarters, other offices, its markets.
 _BACKGROUND = re.compile(
     r"headquarter|\bhq\b|corporate offices?|satellite|other offices|offices (?:in|across)|"
-    r"another location|locations in|branches|clients?\b|customers|markets?\b|serv(?:e|es|ing)\b|"
+    r"another location|locations in|branches|(?:clients?|customers|markets?) (?:in|across|including)|"
+    r"serv(?:e|es|ing)\b|"
     r"founded|childhood|born\b|grew up|nationwide|across the|throughout|expanding|minutes (?:from|"
     r"south|north|east|west)|drive (?:from|of|to)|away from|miles",
     re.IGNORECASE,
