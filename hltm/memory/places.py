@@ -10,7 +10,9 @@ Postings name their place in a few standard shapes, and these are read here:
 * a country (`United States`, `Canada`), only when the text names no finer place.
 
 Values are canonical: a US city as `City, ST`, another city by its GeoNames English name, a
-country by its English name.
+country by its English name. Each mention is ranked by how surely it is the job's place (a cue or
+"our X office", a `City, ST` pair, a bare mention, then headquarters, other offices and markets),
+and `primary_places` keeps the surest with the list it heads.
 """
 
 from __future__ import annotations
