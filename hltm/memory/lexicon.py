@@ -32,7 +32,9 @@ FIELD_PHRASES: dict[str, str] = {
 # A "word" boundary that also treats + # . as part of a term (C++, C#, .NET, Node.js).
 _L = r"(?<![\w+#])"
 _R = r"(?![\w+#])"
-_NEG = re.compile(r"(?:\bno|\bnot|\bnon|\bwithout|\bбез|\bне|\bнет)[\s-]*$", re.IGNORECASE)
+_NEG = re.compile(  # "no remote", "non-remote", "not a remote position"
+    r"(?:\bno|\bnot|\bnon|\bwithout|\bбез|\bне|\bнет)(?:\s(?:a|an))?[\s-]*$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,17 @@ WORK_MODES = _terms(
             r"(?:work|working|done|performed) remotely",
             r"work(?:ing)? from (?:home|anywhere)",
             r"wfh",
-            r"удал[её]нн\w*",
+            # the work, not a thing: "удалённая работа", not "удалённый сервер"
+            r"(?:удал[её]нн|дистанционн)\w* (?:работ|формат|режим|занятост|сотрудничеств|график)\w*",
+            r"удал[её]нно",
+            r"дистанционно",
             r"удал[её]нк\w*",
-            r"дистанционн\w*",
         ],
-        "hybrid": [r"hybrid", r"гибрид\w*"],
+        "hybrid": [
+            r"hybrid",
+            r"гибрид(?![а-яё])",
+            r"гибридн\w* (?:формат|график|режим|работ)\w*",  # not "гибридная архитектура"
+        ],
         "onsite": [
             r"on[- ]?site",
             r"in[- ]office",
@@ -176,7 +184,7 @@ WORK_MODES = _terms(
             r"работа в офисе",
             r"формат\w*\s?[—:–-]?\s?офис\w*",
             r"из офиса",
-            r"в офис(?!\w)",
+            r"(?<!-)офис(?![\w-])",  # "(офис, Окружная)", "в офис", not "бэк-офис"
         ],
     }
 )
@@ -193,28 +201,35 @@ EMPLOYMENT_TYPES = _terms(
         "contract": [
             r"contract(?:or)?(?: \w+)? (?:role|positions?|basis|job|assignment|opportunity|employee|work)",
             r"\d+[- ](?:month|week|year)s? contract",
+            r"(?:monthly|hourly|paid|temporary) contract",
+            r"contract \(\d+",
             r"contract[- ]to[- ](?:hire|perm)",
             r"\(contract\)",
             r"(?:w2|1099|short[- ]term|long[- ]term) contract",
             r"(?:job|employment|position) type:?\s?contract",
-            r"contractor",
+            r"(?:independent|1099|w-?2|freelance) contractor",
+            # the person hired is one: "looking for a contractor", not "a general contractor"
+            r"(?:for|as|hire|hiring|seeking|seek|need) an? contractor",
+            r"контракт\w* на \d+",  # "Контракт на 6 месяцев"
             r"fixed[- ]term contract",
-            r"b2b contract",
-            r"b2b",
+            r"b2b[- ](?:contract|договор\w*|контракт\w*|оформлени\w*)",  # not "B2B sales"
+            r"(?:по|через|оформление по) b2b",
             r"гпх",
             r"договор\w* подряда",
         ],
         "internship": [r"internship", r"intern", r"стажировк\w*", r"стаж[её]р\w*"],
-        "freelance": [r"freelance\w*", r"фриланс\w*", r"проектн\w+ работ\w*"],
+        "freelance": [r"freelance(?:r(?!s))?", r"фриланс\w*", r"проектн\w+ работ\w*"],
         "temporary": [
             r"temporary",
             r"temp[- ]to[- ](?:hire|perm)",
-            r"seasonal",
+            r"seasonal (?:positions?|jobs?|roles?|work|employment|staff|help|hires?|associates?|workers?)",
             r"временн\w+ работ\w*",
         ],
         "volunteer": [
             r"volunteer(?: \w+)? (?:position|role|opportunity)",
-            r"unpaid",
+            r"unpaid(?:,? [\w-]+)? (?:position|role|opportunity|volunteer|internship|basis)",
+            r"\(unpaid\)",
+            r"voluntary basis",
             r"волонт[её]р\w*",
         ],
     }
@@ -482,16 +497,34 @@ def normalise_value(value: str) -> str:
     return text.strip(" .,;:!?\"'«»")
 
 
+# A work type the job may lead to, not the one it is: "with potential for full time",
+# "grow into a full-time position", "up to full time after 3 months".
+_PROSPECT = re.compile(
+    r"(?:potential|opportunit\w*|option|possibilit\w*|chance|path|grow|turn|transition\w*|"
+    r"convert\w*|lead|move)\s(?:\w+\s){0,2}?(?:for|to|into)\s(?:an?\s|the\s)?$|\bup to\s$",
+    re.IGNORECASE,
+)
+
+
 def not_negated(text: str, start: int) -> bool:
-    return not _NEG.search(text[max(0, start - 12) : start])
+    return not _NEG.search(text[max(0, start - 16) : start])
 
 
-def find_terms(vocabulary: Vocabulary, text: str, negatable: bool = False) -> list[tuple[str, int]]:
-    """Canonical values found in `text`, each once, with the offset of its first occurrence."""
+def not_prospect(text: str, start: int) -> bool:
+    return not _PROSPECT.search(text[max(0, start - 40) : start])
+
+
+def find_terms(
+    vocabulary: Vocabulary, text: str, negatable: bool = False, prospects: bool = True
+) -> list[tuple[str, int]]:
+    """Canonical values found in `text`, each once, with the offset of its first occurrence
+    (with `negatable`, not a negated mention; without `prospects`, not a prospect)."""
     first: dict[str, int] = {}
     for match in vocabulary.combined.finditer(text):
         name = vocabulary.canonical[int(str(match.lastgroup)[1:])]
         if name in first or (negatable and not not_negated(text, match.start())):
+            continue
+        if not prospects and not not_prospect(text, match.start()):
             continue
         first[name] = match.start()
     return sorted(first.items(), key=lambda kv: (kv[1], kv[0]))
@@ -602,12 +635,13 @@ def find_explicit(text: str, speakers: frozenset[str] = frozenset()) -> list[tup
     return out
 
 
-_GLUED = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+_GLUED = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])|(?<=[a-z]{3})(?=\d)")
 
 
 def unglued(text: str) -> str:
     """`text` with the words a flattened table glued together set apart again ("Job Type:
-    Full-timePay:" → "Full-time Pay:"), same length but for the added spaces."""
+    Full-timePay:" → "Full-time Pay:", "Remote6 months contract"), same length but for the
+    added spaces."""
     return _GLUED.sub(" ", text)
 
 

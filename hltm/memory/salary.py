@@ -28,7 +28,10 @@ _CODE = (
 )
 _NUMBER = r"\d{1,3}(?:(?:[ \u00a0\u202f]|,(?=\d{3}))\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
 _SCALE = r"(?:\s?(?:k|K|тыс\.?|тысяч\w*|thousand|млн|mln|million|M)(?![\w]))?"
-_AMOUNT = rf"(?:{_SYMBOL}\s?)?(?:{_NUMBER}){_SCALE}(?:\s?{_SYMBOL}|\s?{_CODE}(?!\w))?"
+_AMOUNT = (
+    rf"(?:{_SYMBOL}\s?|(?-i:USD|EUR|GBP|CAD|AUD|CHF|RUB)\s)?(?:{_NUMBER}){_SCALE}"
+    rf"(?:\s?{_SYMBOL}|\s?{_CODE}(?!\w))?"
+)
 # A period may follow each end ("$80,000/year - $120,000/year"); "and" joins the ends only
 # after "between" ("between $35,000 and $85,000").
 _MID_PERIOD = (
@@ -58,21 +61,30 @@ _PERIOD_WORD = re.compile(
 )
 PAY_CONTEXT = re.compile(
     r"salary|compensation|\bpay\b|\bpaid\b|wage|\brate\b|\bbase\b|earn|\bctc\b|\bbudget|"
-    r"\brange\b|зарплат\w*|оклад\w*|доход\w*|з/п|вилк\w*|компенсац\w*|бюджет\w*|ставк\w*",
+    r"\brange\b|\bgross\b|\bnet\b|зарплат\w*|заработн\w*|оклад\w*|доход\w*|з/п|\bзп\b|вилк\w*|"
+    r"компенсац\w*|бюджет\w*|ставк\w*|на руки|вычета|вознагражден\w*|платим|выплат\w*",
     re.IGNORECASE,
 )
 # Money that is not the pay of the role: words right after or right before the amount.
+# (after an optional period: "$500-$1000+ a month in tips")
 _NOT_PAY_AFTER = re.compile(
-    r"^\W{0,3}(?:\+\s*)?(?:billion|bn\b|trillion|sign[- ]?on|signing|bonus|referral|in tips|"
-    r"life insurance|tuition|stipend for|relocation|in (?:client )?assets|in revenue|in sales|"
-    r"in funding|млрд|бонус|премия)",
+    r"^\W{0,3}(?:\+\s*)?(?:(?:per|a|an|each|/)\s?(?:hour|day|week|month|year)\w*\s)?"
+    r"(?:billion|b\b|bn\b|trillion|sign[- ]?on|signing|bonus|referral|in tips|life insurance|"
+    r"tuition|(?:\w+ )?(?:stipend|allowance|reimbursement|discount|credit)|relocation|"
+    r"in (?:client )?assets|in revenue|in sales|in funding|in gifts|in donations|млрд|бонус|"
+    r"премия|стипенди|компенсаци\w+ (?:питания|проезда|фитнеса|спорта))",
     re.IGNORECASE,
 )
 _NOT_PAY_BEFORE = re.compile(
-    r"(?:bonus|sign[- ]?on|referral|revenue|sales of|assets|funding|raised|insurance|valued at|"
-    r"премия|бонус)\W{0,12}(?:of|up to|worth)?\W{0,3}$",
+    r"(?:bonus|sign[- ]?on|referral|revenues?|sales of|assets|funding|raised|insurance|valued at|"
+    r"stipend|allowance|reimbursement|benefit|discount|differential|gifts?|donations?|grants?|"
+    r"tuition|премия|бонус|стипенди\w*|компенсаци\w+ (?:питания|проезда|фитнеса|спорта))"
+    r"(?:\W{1,3}\w+){0,3}?\W{0,12}(?:of|up to|worth|over)?\W{0,3}$",
     re.IGNORECASE,
 )
+# No ordinary job pays this much in these currencies: "$1M to $50M range" is a deal size.
+_MAX_PAY = {"USD": 1_500_000, "EUR": 1_500_000, "GBP": 1_500_000, "CAD": 2_000_000,
+            "AUD": 2_000_000, "CHF": 2_000_000}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -177,7 +189,18 @@ def find_salaries(text: str) -> list[tuple[Salary, int]]:
     out: list[tuple[Salary, int]] = []
     for line_match in re.finditer(r"[^\n]+", text):
         line = line_match.group(0)
-        for match in _RANGE.finditer(line):
+        matches = list(_RANGE.finditer(line))
+        for index, match in enumerate(matches):
+            # A period word belongs to the nearest amount: "$42,000 per year for Center, $25-27
+            # for hourly assignments", "$55,000 - $65,000 … a monthly $350 stipend".
+            low_bound, high_bound = 0, len(line)
+            if index:  # past the previous amount and the period that follows it
+                previous = matches[index - 1].end()
+                own = _PERIOD_AFTER.match(line[previous:])
+                low_bound = previous + (own.end() if own else 0)
+            if index + 1 < len(matches):  # short of the next amount and a period word before it
+                ahead = line[: matches[index + 1].start()]
+                high_bound = len(re.sub(rf"(?:{_PERIOD_WORD.pattern})\W*$", "", ahead, flags=re.I))
             lead = (match.group("lead") or "").strip().casefold()
             first = _number(match.group("a"))
             joined = match.group("b") and (
@@ -203,10 +226,13 @@ def find_salaries(text: str) -> list[tuple[Salary, int]]:
             if _NOT_PAY_AFTER.match(after) or _NOT_PAY_BEFORE.search(before):
                 continue
             period = _period(
-                match.group("mid") or after, line[max(0, match.start() - 60) : end + 60]
+                match.group("mid") or after,
+                line[max(low_bound, match.start() - 60) : min(high_bound, end + 60)],
             )
             window = line[max(0, match.start() - 80) : match.end() + 20]
-            if not (period or PAY_CONTEXT.search(window)):
+            # "от 80 000 до 120 000 руб.": a range with both ends and a currency is pay
+            ru_range = lead == "от" and joined and match.group("sep").casefold() == "до"
+            if not (period or ru_range or PAY_CONTEXT.search(window)):
                 continue
             low, high = first[0], second[0] if second else None
             if high is None:
@@ -216,7 +242,8 @@ def find_salaries(text: str) -> list[tuple[Salary, int]]:
                     high = low
             elif high < low:
                 continue  # "5-3" is not a range of pay
-            if max(x for x in (low, high) if x is not None) < 1:
+            top = max(x for x in (low, high) if x is not None)
+            if top < 1 or top > _MAX_PAY.get(currency, float("inf")):
                 continue
             out.append((Salary(low, high, currency, period), line_match.start() + match.start()))
     return out

@@ -17,15 +17,17 @@ the sources; they are the reference. The real ingest and memory build make the f
   `New York City Metropolitan Area` → new york; Cyrillic names to their GeoNames English name)
   and cities that the hub gazetteer groups are one city (`Palo Alto` ≡ `San Francisco Bay
   Area`). Equal cities match (and regions, when both state one). A reference without a city (a
-  country or a state) is matched by a value in that country or state.
+  country or a state) is matched by a value in that country or state (a bare well-known city
+  by the region of the largest city of that name: `Austin` is in Texas). A LinkedIn metro area
+  named by its principal cities (`Raleigh-Durham-Chapel Hill Area`) is matched by each of them.
 * **salary** — the currency must be equal (`$` = USD; `₽`, `руб`, hh.ru's `RUR` = RUB) and
   every end both sides state must agree within 1% (`from 80,000` states only the low end).
   **salary period** is scored apart: LinkedIn's `pay_period` (HOURLY → hour, YEARLY → year …);
   hh.ru salaries are monthly.
 * **work type** — LinkedIn `formatted_work_type` (Full-time, Part-time, Contract, Temporary,
   Internship, Volunteer; `Other` is unlabelled) and hh.ru `employment_name` (Полная → full-time,
-  Частичная → part-time, Проектная работа → contract or freelance, Стажировка → internship)
-  against the `employment_type` facets.
+  Частичная → part-time, Проектная работа → contract or freelance, Стажировка → internship;
+  hh.ru's own `internship = true` flag adds internship) against the `employment_type` facets.
 * **work format** — hh.ru `work_format` (Удалённо / Гибрид / На месте работодателя, several
   per posting) as remote / hybrid / onsite against the `work_mode` facets; LinkedIn `remote`.
 * **seniority** — LinkedIn `formatted_experience_level`: Internship → intern, Entry level →
@@ -38,8 +40,11 @@ the sources; they are the reference. The real ingest and memory build make the f
 
 Besides the figures over every labelled posting, each field is also scored on the postings
 whose text *states* the reference at all (a literal check independent of the extractor: the
-reference city, an amount, the work-type phrase appears in the text), since no extractor can
-recover from the text what the text does not say.
+reference city as a whole name, in any Russian case ending, `St`/`Saint` alike, one city of a
+metro area, for a state its name or `, ST` code, for the United States any state; an amount
+with a currency mark; a period word beside an amount; the work-type or work-format phrase,
+"удалённая работа" but not "удалённый сервер"), since no extractor can recover from the text
+what the text does not say.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from typing import Any
 
 from hltm.memory import lexicon as lx
 from hltm.memory import read_nodes
-from hltm.memory.places import place_key
+from hltm.memory.places import city_region, place_key, us_state_names
 from hltm.memory.salary import Salary, parse_value
 from hltm.memory.salary import find_salaries as read_salaries
 from hltm.realdata import build_memory, ingest_rows, realdata_file, scratch_settings, slug
@@ -145,6 +150,15 @@ def load_linkedin(path: Path, limit: int | None = None) -> list[Posting]:
     return out
 
 
+def _hh_work_type(row: dict[str, str]) -> set[str] | None:
+    """hh.ru's employment, and its separate `internship` flag: an internship labelled
+    "Полная занятость" is also an internship."""
+    work = _HH_WORK.get(row.get("employment_name") or "")
+    if (row.get("internship") or "").strip().casefold() == "true":
+        return (work or set()) | {"internship"}
+    return work
+
+
 def load_hh(path: Path, limit: int | None = None) -> list[Posting]:
     out = []
     with path.open(encoding="utf-8", newline="") as handle:
@@ -166,7 +180,7 @@ def load_hh(path: Path, limit: int | None = None) -> list[Posting]:
                 "location": row.get("area_name") or None,
                 "salary": salary,
                 "salary_period": "month" if salary else None,
-                "work_type": _HH_WORK.get(row.get("employment_name") or ""),
+                "work_type": _hh_work_type(row),
                 "work_format": formats or None,
                 "experience": _HH_EXPERIENCE.get(row.get("experience_name") or ""),
             }
@@ -219,20 +233,44 @@ def _city(key: tuple[str, str]) -> tuple[str, str]:
 
 
 _COUNTRY_ONLY = {"united states", "usa", "us", "россия", "russia"}
+_METRO = re.compile(r"\s*(?:metropolitan area|metro area|area|metroplex)$", re.IGNORECASE)
 
 
-def location_matches(predicted: str, reference: str) -> bool:
+def reference_places(reference: str) -> list[str]:
+    """The places a reference names: itself, or each city of a metro area that LinkedIn names by
+    its principal cities (`Raleigh-Durham-Chapel Hill Area`, `Washington DC-Baltimore Area`,
+    `Greensboro--Winston-Salem--High Point Area`); a hyphenated city stays whole."""
+    if not _METRO.search(reference) or "-" not in reference or "," in reference:
+        return [reference]
+    body = _METRO.sub("", re.sub(r"^greater\s+", "", reference, flags=re.IGNORECASE))
+    if place_key(body)[0] and "--" not in body and len(body.split("-")) == 2 and " " not in body:
+        return [reference]  # one hyphenated name ("Winston-Salem Area")
+    parts = body.split("--") if "--" in body else body.split("-")
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _region_of(key: tuple[str, str]) -> str:
+    """The region a place key states, or that of the best-known city of that name (a bare
+    `Austin` is in Texas)."""
+    return key[1] or city_region(key[0])
+
+
+def _one_location_matches(predicted: str, reference: str) -> bool:
     pred, ref = _city(place_key(predicted)), _city(place_key(reference))
     if not ref[0]:  # a state: any place in it
-        return pred[1] == ref[1] or lx.normalise_value(predicted) == ref[1]
+        return _region_of(place_key(predicted)) == ref[1] or lx.normalise_value(predicted) == ref[1]
     if ref[0] in _COUNTRY_ONLY:
         country = ref[0] or ref[1]
-        return pred[0] == country or (
-            country in ("united states", "usa", "us") and len(pred[1]) == 2
-        )
+        if country in ("united states", "usa", "us"):
+            return pred[0] in _COUNTRY_ONLY or len(_region_of(place_key(predicted))) == 2
+        return pred[0] == country
     if pred[0] != ref[0]:
         return False
     return not (pred[1] and ref[1] and pred[1] != ref[1])
+
+
+def location_matches(predicted: str, reference: str) -> bool:
+    return any(_one_location_matches(predicted, ref) for ref in reference_places(reference))
 
 
 def _parse_salary(value: str) -> Salary | None:
@@ -318,26 +356,63 @@ _WORK_PHRASES = {
     "contract": r"contract|проектн", "temporary": r"temporary|temp\b|seasonal",
     "internship": r"intern|стаж", "volunteer": r"volunteer|unpaid", "freelance": r"freelance|проектн",
 }  # fmt: skip
-_FORMAT_PHRASES = {
-    "remote": r"remote|work from home|удал[её]н|дистанц", "hybrid": r"hybrid|гибрид",
-    "onsite": r"on[- ]?site|in[- ]office|в офисе|офис",
+_FORMAT_PHRASES = {  # the format of the work: "удалённая работа", not "удалённый сервер"
+    "remote": r"remote|work from home|(?:удал[её]нн|дистанционн)\w* (?:работ|формат|режим)|"
+              r"удал[её]нно|дистанционно|удал[её]нк",
+    "hybrid": r"hybrid|гибрид(?![а-яё])|гибридн\w* (?:формат|график|режим|работ)",
+    "onsite": r"on[- ]?site|in[- ]office|(?<![-\w])офис(?![\w-])|в офисе",
 }  # fmt: skip
+
+
+def _name_pattern(name: str) -> str:
+    """A place name as a text may write it: whole words, `St`/`St.`/`Saint` alike, a hyphen or
+    a space alike, and a Russian name in any case ending (`Казань` → Казани, `Москва` →
+    Москве; a stem of at least 4 letters: `Курск` is not `курсы`)."""
+    name = name.strip().casefold()
+    if re.search(r"[а-яё]", name) and len(name) > 4 and name[-1] in "аяьйоеыи":
+        name = name[:-1]
+    words = [re.escape(w) for w in re.split(r"[\s-]+", name) if w]
+    if words and re.fullmatch(r"saint|st\\?\.?", words[0]):
+        words[0] = r"(?:saint|st\.?)"
+    body = r"[\s-]+".join(words)
+    tail = r"[а-яё]{0,3}" if re.search(r"[а-яё]", name) else r"(?:['’]s)?"
+    return rf"(?<!\w){body}{tail}(?!\w)"
+
+
+def _place_stated(reference: str, text: str) -> bool:
+    """Whether the text names the reference place, or (for a state or country reference) a
+    place the matching rule would accept for it: a state's name or `, ST` code, and for the
+    United States any state."""
+    low = text.casefold()
+    city, region = place_key(reference)
+    if city in ("россия", "russia"):
+        return bool(re.search(r"россия|\bрф\b|russia", low))
+    if city in _COUNTRY_ONLY or not city:
+        names = us_state_names() if city else [reference.split(",")[0].strip()]
+        named = "|".join(_name_pattern(n) for n in names if len(n) > 2)
+        codes = (
+            "|".join(n.upper() for n in us_state_names() if len(n) == 2) if city else region.upper()
+        )
+        us = r"united states|\busa\b|\bu\.s\.|" if city else ""
+        return bool(re.search(f"{us}{named}", low) or re.search(rf",\s?(?:{codes})\b", text))
+    names = {city, reference.split(",")[0].strip().casefold()}  # canonical and as written
+    names = {_METRO.sub("", re.sub(r"^greater\s+", "", n)).strip() for n in names}
+    return any(n and re.search(_name_pattern(n), low) for n in names)
 
 
 def text_states(name: str, reference: Any, text: str) -> bool:
     low = text.casefold()
     if name == "location":
-        city = place_key(reference)[0]
-        if city in _COUNTRY_ONLY:
-            return bool(re.search(r"united states|\busa\b|\bu\.s\.|россия|\bрф\b", low))
-        names = {city, reference.split(",")[0].strip().casefold()}  # canonical and as written
-        return any(n and n[: max(4, len(n) - 2)] in low for n in names)
+        return any(_place_stated(ref, text) for ref in reference_places(reference))
     if name in ("salary", "salary_period"):
+        if name == "salary_period":  # a period word right after an amount with a currency
+            return any(
+                re.match(r"[\s+]*(?:/\s?|per |an? |each |в |за )?(?:hour|hr\b|year|yr\b|annual|month|"
+                         r"week|месяц|мес\b|час|год)", low[m.end() : m.end() + 30])
+                or re.search(r"hourly|annual|yearly|monthly|weekly|в месяц|в час", low[max(0, m.start() - 30) : m.start()])
+                for m in _MONEY.finditer(low)
+            )  # fmt: skip
         money = _money_amounts(low)
-        if name == "salary_period":
-            return bool(money) and bool(
-                re.search(r"hour|/hr|year|annual|month|week|месяц|час", low)
-            )
         ref = reference if isinstance(reference, Salary) else None
         amounts = [] if ref is None else [x for x in (ref.low, ref.high) if x is not None]
         return any(_close(x, m) for x in amounts for m in money)
