@@ -23,10 +23,11 @@ TINY_WORLD = WorldSize(
     contracts=1, seats_per_contract=2, projects_per_seat=2, resumes=36, vacancies=3
 )
 
-# Session worlds expensive to build (memory trees, embedded resumes): every file using one runs
-# on one worker, so each is built and embedded once per run, not once per worker. They are the
-# heaviest work units, so they start first, one per worker, and the rest fills in around them.
-SHARED_WORLDS = ("built_world", "tiny_world")
+# Session worlds expensive to build (memory trees, embedded resumes; `ingested_sources` is the
+# small world whose tree the memory tests build, its texts embedded once): every file using one
+# runs on one worker, so each is built and embedded once per run, not once per worker. They are
+# the heaviest work units, so they start first, and the rest fills in around them.
+SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources")
 
 
 @pytest.fixture(scope="session")
@@ -89,18 +90,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Work units for `--dist loadgroup`: a file's tests stay on one worker, as with `loadfile`
     (its module fixtures are built once), every file using one of the `SHARED_WORLDS` joins that
     world's unit, and files marked with one `xdist_group` share a worker (and the process's
-    embedding memo). The shared worlds' units come first (`--no-loadscope-reorder` keeps this
-    order), the others in file order."""
+    embedding memo). The shared worlds' units come first, then the marked groups (also built
+    around something expensive), then the files in their order (`--no-loadscope-reorder` keeps
+    it), so the long units are under way early and the short ones even out the end."""
     sharing: dict[Path, str] = {}
     for item in items:
         for world in SHARED_WORLDS:
             if world in item.fixturenames:
                 sharing.setdefault(item.path, world.replace("_", "-"))
     groups = {item.nodeid: _group(item, sharing) for item in items}
-    first = [world.replace("_", "-") for world in SHARED_WORLDS]
-    items.sort(
-        key=lambda item: first.index(g) if (g := groups[item.nodeid]) in first else len(first)
-    )
+    worlds = [world.replace("_", "-") for world in SHARED_WORLDS]
+
+    def rank(item: pytest.Item) -> int:
+        group = groups[item.nodeid]
+        if group in worlds:
+            return worlds.index(group)
+        return len(worlds) + (item.get_closest_marker("xdist_group") is None)
+
+    items.sort(key=rank)
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
