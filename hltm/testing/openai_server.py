@@ -201,6 +201,7 @@ class ServerStats:
     prompt_tokens: int = 0  # as reported in `usage` of the chat completions sent
     completion_tokens: int = 0
     stacked: int = 0  # serial mode: chat requests that had to wait for one still generating
+    peak_in_flight: int = 0  # most chat requests answered at once: overlap shown without a clock
     history: list[RequestRecord] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -881,6 +882,8 @@ class LocalOpenAIServer:
 
         with self._state.lock:
             self._state.in_flight += 1
+            stats = self._state.stats
+            stats.peak_in_flight = max(stats.peak_in_flight, self._state.in_flight)
         try:
             async with self._generating():
                 return await self._complete(

@@ -25,11 +25,9 @@ from assets.memory import REFRESH_TAG
 from hltm.cli import dagster_home
 from hltm.dagster_instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
 from hltm.settings import Settings
-from tests import test_memory_dagster as _shared
+from hltm.sources.ingest import ingest_directory
 from tests.test_memory_dagster import make_harness
 
-ingested_sources = _shared.ingested_sources
-memory_world = _shared.memory_world
 ROOT = Path(__file__).resolve().parents[2]
 
 RUN_JOB = """
@@ -39,6 +37,14 @@ from definitions import defs
 with dg.DagsterInstance.get() as instance:
     defs.resolve_job_def(sys.argv[1]).execute_in_process(instance=instance)
 """
+
+
+@pytest.fixture
+def memory_world(tiny_world: Path, settings: Settings) -> Settings:
+    """The tiny world's sources: the refresh after the kill builds a four-project tree (the
+    mechanism is the same for any size)."""
+    assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
+    return settings
 
 
 @pytest.fixture

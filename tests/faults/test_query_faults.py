@@ -47,6 +47,7 @@ from tests.query_support import BuiltWorld, built_world  # noqa: F401
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_S = 1.5
 DB_WAIT_S = 2.0  # the test server's bound on waiting for a DuckDB file another process holds
+UNBOUNDED_RETRIES_S = 50.0  # how long `ask` retried a held DuckDB file before it had a bound
 
 
 def _copy(world: BuiltWorld, tmp_path: Path) -> Settings:
@@ -137,7 +138,6 @@ def test_a_slow_llm_query_holds_no_db_lock_and_tenants_overlap(
     writer = _other_process(_WRITE_ON_CUE, str(built_world.settings.derived_db))
     assert writer.stdout is not None and writer.stdin is not None
     assert writer.stdout.readline().strip() == "ready"
-    started = time.perf_counter()
     threads = [threading.Thread(target=ask, args=(s,)) for s in (seat_a, seat_b)]
     for thread in threads:
         thread.start()
@@ -148,12 +148,12 @@ def test_a_slow_llm_query_holds_no_db_lock_and_tenants_overlap(
     assert writer.wait(timeout=30) == 0
     for thread in threads:
         thread.join(timeout=60)
-    wall = time.perf_counter() - started
     for seat in (seat_a, seat_b):
         assert results[seat].citations and results[seat].cost.llm_calls == 2
         assert results[seat].cost.llm_ms >= 2 * SLOW_S * 1000 * 0.9
-    # Two tenants, two slow calls each: overlapped, not serialised behind one lock (≥ 4 × SLOW_S).
-    assert wall < 3.5 * SLOW_S, wall
+    # Two tenants, two slow calls each: the server held both tenants' calls at once (behind one
+    # lock it would only ever see one), counted by the server, so a loaded machine cannot fake it.
+    assert slow_llm.stats.peak_in_flight == 2
     logged = {r["query_id"] for r in read_query_log(built_world.settings.derived_db)}
     assert {results[s].query_id for s in (seat_a, seat_b)} <= logged
 
@@ -220,7 +220,8 @@ def test_healthz_and_ask_while_another_process_holds_the_db(
         busy = pending["r"]
         assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
         assert "locked" in busy.json()["error"]
-        assert time.perf_counter() - started < DB_WAIT_S + 3  # bounded, not ~50 s of retries
+        # Bounded by the server's wait, not ~50 s of retries (half that: room for a loaded box).
+        assert time.perf_counter() - started < UNBOUNDED_RETRIES_S / 2
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
