@@ -49,7 +49,6 @@ from hltm.embeddings import CachedEmbedder, text_hash
 from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.gate import GateDecision, gate_from_counts
-from hltm.judge.heuristic import prepare_pool
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import BM25Index, rrf, union_pool
@@ -615,11 +614,6 @@ def evaluate_golden(
 
         # judge every labelled pair (closed set ⊇ live pool), ties in cosine order
         closed_order = _labelled_in(cos_ids, lab)
-        if llm.backend_name == "offline":  # embed the pool's role phrases in one batch
-            prepare_pool(
-                build_payload(v, by_id[closed_order[0]])["vacancy"] if closed_order else {},
-                [build_payload(v, by_id[r])["resume"] for r in closed_order],
-            )
         report = judge_pool(
             derived_db, llm, v, [by_id[r] for r in closed_order], config=config,
             budget=Budget(None), workers=workers, run_id=run_id,
