@@ -47,7 +47,7 @@ import numpy as np
 
 from hltm.embeddings import CachedEmbedder, text_hash
 from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
-from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
+from hltm.judge.data import PASSAGE_TOKENS, Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.gate import GateDecision, gate_from_counts
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
@@ -81,6 +81,7 @@ class GoldenSet:
     resumes: list[Resume]
     labels: dict[str, dict[str, str]]  # vacancy → resume → label
     traps: dict[tuple[str, str], str]  # (vacancy, resume) → trap kind
+    passage_tokens: int | None = PASSAGE_TOKENS  # what the index embeds (`bench/passages.py`)
 
     @property
     def active(self) -> list[Resume]:
@@ -98,11 +99,11 @@ class GoldenSet:
         return sum(len(v) for v in self.labels.values())
 
     def passage(self, resume: Resume) -> str:
-        """What the set's cosine baseline embeds: the resume's passage, cut to the manifest's
-        ``passage_chars`` when the set declares one (long real resumes: e5 reads about 512
-        tokens, and the bundled model's cost grows with the length it is given)."""
+        """What the set's cosine baseline embeds: the resume's passage (its first
+        ``passage_tokens``, as the index embeds it), cut to the manifest's ``passage_chars``
+        when the set declares one."""
         limit = self.manifest.get("passage_chars")
-        text = resume.passage()
+        text = resume.passage(self.passage_tokens)
         return text[:limit] if limit else text
 
 
@@ -371,6 +372,7 @@ def freeze_golden(
             "trap_pairs": len(gs.traps),
         },
         "embedding_model": embedder.model_name,
+        "passage_tokens": gs.passage_tokens,
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),
