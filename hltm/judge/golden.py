@@ -47,9 +47,8 @@ import numpy as np
 
 from hltm.embeddings import CachedEmbedder, text_hash
 from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
-from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
+from hltm.judge.data import PASSAGE_TOKENS, Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.gate import GateDecision, gate_from_counts
-from hltm.judge.heuristic import prepare_pool
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import BM25Index, rrf, union_pool
@@ -82,6 +81,7 @@ class GoldenSet:
     resumes: list[Resume]
     labels: dict[str, dict[str, str]]  # vacancy → resume → label
     traps: dict[tuple[str, str], str]  # (vacancy, resume) → trap kind
+    passage_tokens: int | None = PASSAGE_TOKENS  # what the index embeds (`bench/passages.py`)
 
     @property
     def active(self) -> list[Resume]:
@@ -99,11 +99,11 @@ class GoldenSet:
         return sum(len(v) for v in self.labels.values())
 
     def passage(self, resume: Resume) -> str:
-        """What the set's cosine baseline embeds: the resume's passage, cut to the manifest's
-        ``passage_chars`` when the set declares one (long real resumes: e5 reads about 512
-        tokens, and the bundled model's cost grows with the length it is given)."""
+        """What the set's cosine baseline embeds: the resume's passage (its first
+        ``passage_tokens``, as the index embeds it), cut to the manifest's ``passage_chars``
+        when the set declares one."""
         limit = self.manifest.get("passage_chars")
-        text = resume.passage()
+        text = resume.passage(self.passage_tokens)
         return text[:limit] if limit else text
 
 
@@ -372,6 +372,7 @@ def freeze_golden(
             "trap_pairs": len(gs.traps),
         },
         "embedding_model": embedder.model_name,
+        "passage_tokens": gs.passage_tokens,
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),
@@ -615,11 +616,6 @@ def evaluate_golden(
 
         # judge every labelled pair (closed set ⊇ live pool), ties in cosine order
         closed_order = _labelled_in(cos_ids, lab)
-        if llm.backend_name == "offline":  # embed the pool's role phrases in one batch
-            prepare_pool(
-                build_payload(v, by_id[closed_order[0]])["vacancy"] if closed_order else {},
-                [build_payload(v, by_id[r])["resume"] for r in closed_order],
-            )
         report = judge_pool(
             derived_db, llm, v, [by_id[r] for r in closed_order], config=config,
             budget=Budget(None), workers=workers, run_id=run_id,

@@ -221,6 +221,7 @@ def freeze_real_golden(
         },
         "embedding_model": embedder.model_name,
         "passage_chars": passage_chars,
+        "passage_tokens": gs.passage_tokens,
         "k": K,
         "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
         "pins": cosine_pins(gs, vectors),

@@ -151,9 +151,12 @@ def _vacancy_view(vacancy: dict[str, Any]) -> tuple[list[dict[str, Any]], Vacanc
     if got is not None:
         return got
     reqs = [r for r in vacancy.get("requirements") or () if not is_formal(r.get("text"))]
-    role = vacancy_role(
-        vacancy.get("title") or "", [r["text"] for r in reqs], vacancy.get("text") or ""
-    )
+    title = vacancy.get("title") or ""
+    role = vacancy_role(title, [r["text"] for r in reqs], vacancy.get("text") or "")
+    if role.family is not None and not title_evidence(title):
+        # the lexicon guessed the family from the requirements' tools alone ("Excel", "reports"
+        # in an accountant's posting): not a role to hold resumes to; read the title instead
+        role = VacancyRole(None, 0.0, title)
     _VACANCY_CACHE[key] = (reqs, role)
     if len(_VACANCY_CACHE) > 256:
         _VACANCY_CACHE.popitem(last=False)
@@ -429,18 +432,30 @@ def _clamp(x: float) -> int:
     return int(max(0, min(100, round(x))))
 
 
+def _lexicon_decides(vac: VacancyRole, role: CandidateRole) -> bool:
+    """Both the vacancy's and the resume's titles are in the lexicon: it alone reads the role,
+    and the meaning of the role phrases is not needed (embedding them is most of the cost of
+    an offline verdict)."""
+    return vac.family is not None and bool(role.families) and role.source == "titles"
+
+
 def prepare_pool(vacancy: dict[str, Any], resumes: list[dict[str, Any]]) -> None:
-    """Read a pool's resumes and embed every role phrase they and the vacancy hold in one
-    batch: the bundled model is far cheaper per text on a batch, and `judge_offline` then only
-    looks the vectors up. Optional — the verdicts are the same without it."""
+    """Read a pool's resumes and embed, in one batch, the role phrases `judge_offline` will
+    compare by meaning (those the lexicon does not settle): the bundled model is cheaper per
+    text on a batch, and the verdicts then only look the vectors up. Optional — the verdicts
+    are the same without it."""
+    _, vac = _vacancy_view(vacancy)
     texts = [vacancy.get("title") or ""]
     for resume in resumes:
         view = _view(
             resume.get("text") or "", parse_as_of(resume.get("as_of")), resume.get("headline")
         )
-        texts += [p.title for p in view.parsed.positions]
-        texts += [phrase for phrase, _ in view.phrases]
-    prefetch_texts(texts)
+        if vac.family is None:  # years are counted in positions whose titles mean the role
+            texts += [p.title for p in view.parsed.positions]
+        if not _lexicon_decides(vac, view.role):
+            texts += [phrase for phrase, _ in view.phrases]
+    if len(texts) > 1:
+        prefetch_texts(texts)
 
 
 def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
@@ -451,28 +466,27 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     reqs, vac = _vacancy_view(vacancy)
     role = view.role
     title = vacancy.get("title") or ""
-    if vac.family is not None and not title_evidence(title):
-        # the lexicon guessed the family from the requirements' tools alone ("Excel", "reports"
-        # in an accountant's posting): not a role to hold resumes to; read the title instead
-        vac = VacancyRole(None, 0.0, title)
 
     # 1) role: the lexicon's families where both sides are in it, else the meaning of the
     # resume's role phrases (recent titles, headline) against the vacancy's title
-    semantic = semantic_role_match(title, view.phrases)
-    if vac.family is None or not role.families:
-        match = semantic.score
-    elif role.source == "titles":
-        match = role.match(vac.family)  # both titles are in the lexicon: it decides
-    else:  # the lexicon only guessed the resume's family from tools it mentions
-        match = max(role.match(vac.family), semantic.score)
+    if _lexicon_decides(vac, role):
+        semantic = None
+        match = role.match(vac.family)
+    else:
+        semantic = semantic_role_match(title, view.phrases)
+        if vac.family is None or not role.families:
+            match = semantic.score
+        else:  # the lexicon only guessed the resume's family from tools it mentions
+            match = max(role.match(vac.family), semantic.score)
     # titles are often garbled or worded apart; a resume of the trade still uses its words
     match = (1 - TRADE_WORDS_WEIGHT) * match + TRADE_WORDS_WEIGHT * trade_presence(
         title, view.term_counts
     )
     if role.top and vac.family is not None:
         actual = FAMILY_BY_NAME[role.top].label
-    else:  # a job outside the lexicon: say what the resume calls it
-        actual = semantic.best or (role.recent_titles[0] if role.recent_titles else "unclear")
+    else:  # a job outside the lexicon: say what the resume calls it (read by meaning above)
+        best = semantic.best if semantic is not None else None
+        actual = best or (role.recent_titles[0] if role.recent_titles else "unclear")
     titles = "; ".join(role.recent_titles[:3]) or "no dated positions"
     role_score = _clamp(100 * match)
     if match >= SAME_ROLE:

@@ -26,6 +26,7 @@ The same function tokenizes documents and queries, so both sides always agree.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -165,8 +166,10 @@ _EN_SUFFIXES = (
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(token: str) -> str:
-    """Light stemming of plain words, identical on both sides of a comparison.
+    """Light stemming of plain words, identical on both sides of a comparison (memoised: the
+    same words recur in every resume).
 
     English: strip one common suffix ("testing" → "test", "statistics" → "statist"). Russian:
     keep the first six letters (case endings vary, stems rarely do). Tech terms with symbols
@@ -191,6 +194,12 @@ def is_generic(token: str) -> bool:
 
 def key_terms(requirement: str) -> list[str]:
     """What a requirement asks to see in the resume, filler words removed."""
+    return list(_key_terms(requirement))
+
+
+@functools.lru_cache(maxsize=8192)
+def _key_terms(requirement: str) -> tuple[str, ...]:
+    """Memoised: a vacancy's requirements are read again for every resume it is judged with."""
     out: list[str] = []
     for tok in tokenize(requirement):
         if is_generic(tok):
@@ -198,4 +207,4 @@ def key_terms(requirement: str) -> list[str]:
         root = stem(tok)
         if root not in out:
             out.append(root)
-    return out
+    return tuple(out)
