@@ -97,12 +97,13 @@ class Retrieved:
 
 
 class QueryEmbeddings:
-    """Query vectors, with a least-recently-used memo keyed by (model, text): serving sees the
-    same questions and pairs (`location:`) again and again, and each embedding costs 8–60 ms."""
+    """Query vectors, with a least-recently-used memo by text (one embedder, so one model):
+    serving sees the same questions and pairs (`location:`) again and again, and each embedding
+    costs 8–60 ms."""
 
     def __init__(self, embedder: CachedEmbedder, memo_size: int = 4096) -> None:
         self.embedder = embedder
-        self._memo: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_size = memo_size
         self._lock = threading.Lock()
 
@@ -126,13 +127,12 @@ class QueryEmbeddings:
     def __call__(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        model = self.embedder.model_name
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for text in dict.fromkeys(texts):
-                vector = self._memo.get((model, text))
+                vector = self._memo.get(text)
                 if vector is not None:
-                    self._memo.move_to_end((model, text))
+                    self._memo.move_to_end(text)
                     found[text] = vector
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
@@ -140,7 +140,7 @@ class QueryEmbeddings:
             found |= fresh
             with self._lock:
                 for text, vector in fresh.items():
-                    self._memo[(model, text)] = vector
+                    self._memo[text] = vector
                 while len(self._memo) > self._memo_size:
                     self._memo.popitem(last=False)
         return np.stack([found[t] for t in texts])
