@@ -259,11 +259,14 @@ _BACKGROUND = re.compile(
 )
 
 
+_SENTENCE_BREAK = re.compile(r"[.!?;•·]\s|\n")
+
+
 def _rank(text: str, start: int, end: int, base: int) -> int:
     """How surely a place found at `start:end` is where the job is (lower is surer)."""
     line_start = text.rfind("\n", 0, start) + 1
     before = text[max(line_start, start - 40) : start]
-    sentence = re.split(r"[.!?;•·]\s|\n", text[max(line_start, start - 160) : start])[-1]
+    sentence = _SENTENCE_BREAK.split(text[max(line_start, start - 160) : start])[-1]
     if _BACKGROUND.search(sentence):
         return 3
     if _JOB_BEFORE.search(before) or _JOB_AFTER.match(text[end : end + 40]):
@@ -390,8 +393,8 @@ _LIST_GAP = re.compile(
 
 
 def _sentence_bounds(text: str, offset: int) -> tuple[int, int]:
-    starts = [m.end() for m in re.finditer(r"[.!?;•·]\s|\n", text[:offset])]
-    end = re.search(r"[.!?;•·]\s|\n", text[offset:])
+    starts = [m.end() for m in _SENTENCE_BREAK.finditer(text[:offset])]
+    end = _SENTENCE_BREAK.search(text[offset:])
     return (starts[-1] if starts else 0), (offset + end.start() if end else len(text))
 
 
