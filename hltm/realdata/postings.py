@@ -256,13 +256,14 @@ def _region_of(key: tuple[str, str]) -> str:
 
 
 def _one_location_matches(predicted: str, reference: str) -> bool:
-    pred, ref = _city(place_key(predicted)), _city(place_key(reference))
+    pred_key = place_key(predicted)
+    pred, ref = _city(pred_key), _city(place_key(reference))
     if not ref[0]:  # a state: any place in it
-        return _region_of(place_key(predicted)) == ref[1] or lx.normalise_value(predicted) == ref[1]
+        return _region_of(pred_key) == ref[1] or lx.normalise_value(predicted) == ref[1]
     if ref[0] in _COUNTRY_ONLY:
         country = ref[0] or ref[1]
         if country in ("united states", "usa", "us"):
-            return pred[0] in _COUNTRY_ONLY or len(_region_of(place_key(predicted))) == 2
+            return pred[0] in _COUNTRY_ONLY or len(_region_of(pred_key)) == 2
         return pred[0] == country
     if pred[0] != ref[0]:
         return False
