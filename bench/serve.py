@@ -96,7 +96,7 @@ def _start_server(
 async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
     non_llm: list[float] = []
-    statuses: dict[int, int] = {}
+    statuses: dict[int | str, int] = {}  # HTTP status, or the transport error's name
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as http:
         deadline = time.perf_counter() + seconds
@@ -107,9 +107,14 @@ async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> 
             while time.perf_counter() < deadline:
                 body = {"question": rng.choice(QUESTIONS)}
                 started = time.perf_counter()
-                response = await http.post(
-                    "/v1/ask", json=body, headers={"Authorization": f"Bearer {token}"}
-                )
+                try:
+                    response = await http.post(
+                        "/v1/ask", json=body, headers={"Authorization": f"Bearer {token}"}
+                    )
+                except httpx.TransportError as err:  # counted, not fatal: the run goes on
+                    name = type(err).__name__
+                    statuses[name] = statuses.get(name, 0) + 1
+                    continue
                 took = (time.perf_counter() - started) * 1000
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
                 if response.status_code == 200:
