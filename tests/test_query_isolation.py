@@ -317,6 +317,33 @@ def test_exact_search_holds_only_the_scope_and_matches_chroma(
     )
 
 
+def test_a_large_contract_searches_its_summaries_exactly(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    corpus: RawCorpus,
+) -> None:
+    """A contract too large for the exact search of every item still has its summaries (one a
+    node) searched exactly, with Chroma's kind-filtered ranking, and keeps only those."""
+    identity = Identity("contract", built_world.contracts()[0])
+    scope = engine.scope_for(identity)
+    vector = engine.embed(["Which roles do I usually hire for?"])
+    tree = engine.tree.snapshot().rows.values()
+    nodes = {r.node_id for r in tree if r.contract_id == identity.id}
+    assert all(corpus.node_in_scope(identity, n) for n in nodes)
+    exact = SubtreeVectors(max_scope_items=len(nodes))  # below the contract's items
+    for _ in range(2):  # the second search reuses the stacked summaries
+        memory = ScopedMemory(scope, engine.tree, engine.vectors, exact=exact)
+        (mine,) = memory.search("summary", vector, 20)
+        assert memory.stats.exact_searches == 1 and memory.stats.chroma_queries == 0
+    chroma = ScopedMemory(scope, engine.tree, engine.vectors)
+    (theirs,) = chroma.search("summary", vector, 20)
+    assert chroma.stats.chroma_queries == 1
+    assert [(h.node_id, h.kind) for h in mine] == [(h.node_id, h.kind) for h in theirs]
+    assert [h.score for h in mine] == pytest.approx([h.score for h in theirs], abs=1e-5)
+    assert {node for node, _ in exact.node_versions()} == nodes
+    assert exact.total_items() == len(nodes)  # the summaries, not every item
+
+
 def test_a_deleted_node_leaves_the_exact_search_cache(
     built_world: BuiltWorld,  # noqa: F811
     engine: QueryEngine,  # noqa: F811

@@ -35,7 +35,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import numpy as np
@@ -63,6 +63,7 @@ from hltm.warehouse import table_exists
 
 KINDS = ("facet", "qa", "summary")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+MAX_STACKS = 256  # scopes whose stacked vectors are kept (within an eighth of the budget)
 _READ_BY_IDS = 64  # item vectors read by id up to this many; more by the subtree's id clause
 COLLECTION_PREFIX = "mem"  # one collection per contract: collection_name("mem", contract_id)
 
@@ -136,6 +137,9 @@ class Collections:
             self._handles.pop(key, None)
 
 
+EntryKey = tuple[str, str, str | None]  # node id, version, and None (every item) or one kind
+
+
 @dataclass(frozen=True)
 class ItemVectors:
     """Some vector items as Chroma stores them: ids, kind codes (`KIND_CODES`) and unit rows."""
@@ -147,6 +151,13 @@ class ItemVectors:
     @property
     def nbytes(self) -> int:
         return int(self.matrix.nbytes + self.kinds.nbytes) + 100 * len(self.ids)
+
+    def only(self, kind: str | None) -> ItemVectors:
+        """These items of one `kind` (all of them for None)."""
+        if kind is None:
+            return self
+        rows = np.flatnonzero(self.kinds == KIND_CODES[kind])
+        return ItemVectors(tuple(self.ids[i] for i in rows), self.kinds[rows], self.matrix[rows])
 
     def nearest(self, queries: np.ndarray, n: int, kind: str | None) -> dict[str, list[list]]:
         """The `n` nearest items (of one `kind`, or of all) to each query by exact cosine, in
@@ -186,6 +197,22 @@ def _view_item_ids(view: NodeView, kind: str | None) -> list[str]:
     ]
 
 
+def _exact_part(
+    rows: Sequence[NodeRow], total: int, kind: str | None, max_items: int
+) -> str | None | Literal[False]:
+    """Which of a scope's vectors an exact search holds: all of them (None) when they are few
+    enough, else only its summaries ("summary") when those are asked for and few enough, else
+    none (False: Chroma searches).
+
+    A node has one summary, so even a large contract's are few (at 10k projects, 1,101 of 31k
+    items), and Chroma's kind-filtered search of the whole collection took ~100 ms."""
+    if total <= max_items:
+        return None
+    if kind == "summary" and len(rows) <= max_items:
+        return "summary"
+    return False
+
+
 def stack(parts: Sequence[ItemVectors]) -> ItemVectors:
     return ItemVectors(
         tuple(i for part in parts for i in part.ids),
@@ -220,8 +247,15 @@ class SubtreeVectors:
         holds about 250k items of 384 dimensions)."""
         self.max_scope_items = max_scope_items
         self.max_bytes = max_bytes
-        self._nodes: OrderedDict[tuple[str, str], ItemVectors] = OrderedDict()
+        self._nodes: OrderedDict[EntryKey, ItemVectors] = OrderedDict()
         self._bytes = 0
+        # Each recent scope's entries stacked into one matrix (stacking a contract's 1,101
+        # summaries took 24 ms a query), keyed by its permitted-rows list, which the snapshot
+        # keeps per scope; dropped with the generation.
+        self._stacks: OrderedDict[tuple[str | None, int], tuple[list[NodeRow], ItemVectors]] = (
+            OrderedDict()
+        )
+        self._stack_bytes = 0
         self._generation = -1
         self._lock = threading.Lock()
 
@@ -232,11 +266,18 @@ class SubtreeVectors:
         with self._lock:
             self._nodes.clear()
             self._bytes = 0
+            self._stacks.clear()
+            self._stack_bytes = 0
 
     def node_versions(self) -> set[tuple[str, str]]:
         """Every (node id, version) whose vectors the cache holds (for tests and audits)."""
         with self._lock:
-            return set(self._nodes)
+            return {(node_id, version) for node_id, version, _part in self._nodes}
+
+    def total_items(self) -> int:
+        """How many item vectors the cache holds (for tests and audits)."""
+        with self._lock:
+            return sum(len(entry.ids) for entry in self._nodes.values())
 
     def follow(self, snapshot: TreeSnapshot) -> None:
         """Drop what the tree of `snapshot` no longer holds, if it is newer (every search calls
@@ -253,6 +294,8 @@ class SubtreeVectors:
             rows = snapshot.rows
             for key in [k for k in self._nodes if getattr(rows.get(k[0]), "version", None) != k[1]]:
                 self._bytes -= self._nodes.pop(key).nbytes
+            self._stacks.clear()
+            self._stack_bytes = 0
             self._generation = snapshot.generation
         return True
 
@@ -261,21 +304,54 @@ class SubtreeVectors:
         return self._bytes + items * (4 * dim + 101) <= self.max_bytes
 
     def cached(
-        self, snapshot: TreeSnapshot, rows: Sequence[NodeRow]
-    ) -> dict[tuple[str, str], ItemVectors]:
-        """The entries held for these node versions."""
+        self, snapshot: TreeSnapshot, rows: Sequence[NodeRow], part: str | None = None
+    ) -> dict[str, ItemVectors]:
+        """Node id → the entry held for its version that covers `part` (an entry of every item
+        covers any part)."""
         with self._lock:
             self._follow(snapshot)
             found = {}
             for row in rows:
-                key = (row.node_id, row.version)
-                entry = self._nodes.get(key)
-                if entry is not None:
-                    self._nodes.move_to_end(key)
-                    found[key] = entry
+                keys = dict.fromkeys(
+                    [(row.node_id, row.version, None), (row.node_id, row.version, part)]
+                )
+                for key in keys:
+                    entry = self._nodes.get(key)
+                    if entry is not None:
+                        self._nodes.move_to_end(key)
+                        found[row.node_id] = entry
+                        break
             return found
 
-    def add(self, snapshot: TreeSnapshot, entries: dict[tuple[str, str], ItemVectors]) -> None:
+    def stacked(
+        self, snapshot: TreeSnapshot, rows: list[NodeRow], part: str | None
+    ) -> ItemVectors | None:
+        """The stack kept for this permitted-rows list (`ScopedMemory._permitted`), if any."""
+        with self._lock:
+            if not self._follow(snapshot):
+                return None
+            hit = self._stacks.get((part, id(rows)))
+            if hit is None or hit[0] is not rows:
+                return None
+            self._stacks.move_to_end((part, id(rows)))
+            return hit[1]
+
+    def keep_stack(
+        self, snapshot: TreeSnapshot, rows: list[NodeRow], part: str | None, stack: ItemVectors
+    ) -> None:
+        with self._lock:
+            if not self._follow(snapshot) or stack.nbytes > self.max_bytes // 32:
+                return
+            old = self._stacks.pop((part, id(rows)), None)
+            self._stack_bytes += stack.nbytes - (old[1].nbytes if old else 0)
+            self._stacks[(part, id(rows))] = (rows, stack)
+            while self._stacks and (
+                self._stack_bytes > self.max_bytes // 8 or len(self._stacks) > MAX_STACKS
+            ):
+                _, (_rows, dropped) = self._stacks.popitem(last=False)
+                self._stack_bytes -= dropped.nbytes
+
+    def add(self, snapshot: TreeSnapshot, entries: dict[EntryKey, ItemVectors]) -> None:
         with self._lock:
             if not self._follow(snapshot):
                 return
@@ -430,16 +506,20 @@ class ScopedMemory:
         """The current tree and the rows of the subtree's nodes (of the allowed depths), by
         node id: the permitted set every search below is confined to."""
         snapshot = index.snapshot(self._wait_s)
-        column, value = self.scope.narrowest_id()
-        rows = sorted(
-            (snapshot.rows[n] for n in snapshot.members.get((column, value), ())),
-            key=lambda r: r.node_id,
-        )
-        admitted = [
-            r
-            for r in rows
-            if self.scope.admits(r.contract_id, r.seat_id, r.project_id) and self._level_ok(r.level)
-        ]
+        key = ("permitted", self.scope, self.levels)
+        admitted = snapshot.derived.get(key)
+        if admitted is None:
+            column, value = self.scope.narrowest_id()
+            rows = sorted(
+                (snapshot.rows[n] for n in snapshot.members.get((column, value), ())),
+                key=lambda r: r.node_id,
+            )
+            admitted = snapshot.derived[key] = [
+                r
+                for r in rows
+                if self.scope.admits(r.contract_id, r.seat_id, r.project_id)
+                and self._level_ok(r.level)
+            ]
         return snapshot, admitted
 
     def _item_ids(self, rows: Sequence[NodeRow], kind: str | None) -> list[str]:
@@ -456,7 +536,7 @@ class ScopedMemory:
     def _exact_search(
         self,
         snapshot: TreeSnapshot,
-        rows: Sequence[NodeRow],
+        rows: list[NodeRow],
         queries: np.ndarray,
         n: int,
         kind: str | None,
@@ -464,54 +544,75 @@ class ScopedMemory:
         """Exact search over the permitted nodes' own vectors (`SubtreeVectors`); None when the
         scope is too large for it or Chroma lacks one of its items (then Chroma searches)."""
         exact = self._exact
-        total = sum(r.items for r in rows)
-        if exact is None or total > exact.max_scope_items:
+        if exact is None:
             return None
-        found = exact.cached(snapshot, rows)
-        missing = [r for r in rows if (r.node_id, r.version) not in found]
-        if missing:
-            read = self._read_vectors(missing, queries.shape[1], total)
-            if read is None:
-                return None
-            exact.add(snapshot, read)
-            found |= read
+        total = sum(r.items for r in rows)
+        part = _exact_part(rows, total, kind, exact.max_scope_items)
+        if part is False:
+            return None
+        stacked = exact.stacked(snapshot, rows, part)
+        if stacked is None:
+            found = exact.cached(snapshot, rows, part)
+            missing = [r for r in rows if r.node_id not in found]
+            if missing:
+                read = self._read_vectors(missing, queries.shape[1], total, part)
+                if read is None:
+                    return None
+                exact.add(snapshot, read)
+                found |= {node_id: entry for (node_id, _v, _p), entry in read.items()}
+            stacked = stack([found[r.node_id].only(part) for r in rows])
+            exact.keep_stack(snapshot, rows, part, stacked)
         self.stats.exact_searches += 1
-        return stack([found[(r.node_id, r.version)] for r in rows]).nearest(queries, n, kind)
+        return stacked.nearest(queries, n, kind)
 
     def prefetch_vectors(self, dim: int) -> int:
         """Read every permitted node's vectors into the exact-search cache now, in one read, if
         the budget has room (a server's warm-up, on each contract: its seats and projects are
-        then searched with no first read). Returns how many nodes were read."""
+        then searched with no first read), else only their summaries. Returns how many nodes
+        were read."""
         if self._exact is None or self._collection is None or not isinstance(self._con, TreeIndex):
             return 0
         snapshot, rows = self._permitted(self._con)
         total = sum(r.items for r in rows)
-        if not total or not self._exact.has_room(total, dim):
+        if not total:
             return 0
-        read = self._read_vectors(rows, dim, total)
+        part = None  # every item: the scope's seats and projects are then searched at once
+        if not self._exact.has_room(total, dim):
+            # at least a large contract's own summaries (one a node; see `_exact_part`)
+            if len(rows) > self._exact.max_scope_items or not self._exact.has_room(len(rows), dim):
+                return 0
+            part = "summary"
+        read = self._read_vectors(rows, dim, total, part)
         if read is None:
             return 0
         self._exact.add(snapshot, read)
         return len(read)
 
     def _read_vectors(
-        self, rows: Sequence[NodeRow], dim: int, scope_items: int
-    ) -> dict[tuple[str, str], ItemVectors] | None:
+        self, rows: Sequence[NodeRow], dim: int, scope_items: int, part: str | None = None
+    ) -> dict[EntryKey, ItemVectors] | None:
         """These node versions' item vectors from Chroma; None if any is missing (lost, or this
         process's embedded view is older than the tree). Most of a scope's `scope_items` are
         read by the subtree's id clause, several times faster than by item ids (measured on 3k
-        items: a seat's 300 in 11–15 ms against 30–100 ms); only the expected ids are kept."""
+        items: a seat's 300 in 11–15 ms against 30–100 ms); only the expected ids are kept.
+        With a `part` (one kind), only that kind's items are read, and kept as their own
+        entries."""
         assert self._collection is not None and isinstance(self._con, TreeIndex)
         views = self._con.contents(rows, self._wait_s)
         if any(r.node_id not in views for r in rows):  # a version moved on meanwhile
             return None
-        expected = {(r.node_id, r.version): _view_item_ids(views[r.node_id], None) for r in rows}
+        expected = {
+            (r.node_id, r.version, part): _view_item_ids(views[r.node_id], part) for r in rows
+        }
         wanted = [i for ids in expected.values() for i in ids]
+        matched = scope_items if part is None else len(rows)  # what the clause below matches
         try:
-            if len(wanted) > max(_READ_BY_IDS, scope_items // 2):
-                where = (
-                    None if self.scope.level == "contract" else dict([self.scope.narrowest_id()])
+            if len(wanted) > max(_READ_BY_IDS, matched // 2):
+                clauses = (
+                    [] if self.scope.level == "contract" else [dict([self.scope.narrowest_id()])]
                 )
+                clauses += [] if part is None else [{"kind": part}]
+                where = clauses[0] if len(clauses) == 1 else {"$and": clauses} if clauses else None
                 got = self._collection.get(
                     where=where,  # type: ignore[arg-type]
                     include=["embeddings"],
