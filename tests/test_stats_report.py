@@ -32,11 +32,14 @@ FIGURES = (
 )
 
 
-def test_stats_report_on_the_golden_set(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_stats_report_on_the_golden_set(golden_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     gs = load_golden()
     started = time.perf_counter()
     report = build_report(
-        settings, tmp_path / "report", ReportSettings(n_permutations=1000, n_resamples=10_000), gs
+        golden_settings,
+        tmp_path / "report",
+        ReportSettings(n_permutations=1000, n_resamples=10_000),
+        gs,
     )
     elapsed = time.perf_counter() - started
     for name in FIGURES:
