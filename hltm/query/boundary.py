@@ -385,6 +385,7 @@ class ScopedMemory:
         self._con = con
         self._wait_s = wait_s
         self._rows: dict[str, NodeRow] = {}  # index rows admitted by this scope, by node id
+        self._snapshot: TreeSnapshot | None = None  # the tree as this boundary first read it
         self.levels = tuple(levels) if levels else None
         self.stats = BoundaryStats()
         self.last_exhausted: list[bool] = []  # per query of the last search: all items seen
@@ -412,9 +413,17 @@ class ScopedMemory:
         where = describe_index(self._vectors.settings)
         return VectorIndexUnavailable(f"{where} cannot be read: {str(err)[:300]}")
 
+    def _tree(self, index: TreeIndex) -> TreeSnapshot:
+        """The tree as this boundary first read it: one query's reads all see one state of the
+        file (and check the file once, not at every read: under 50 clients the checks' `stat`
+        calls were a quarter of the server's time)."""
+        if self._snapshot is None:
+            self._snapshot = index.snapshot(self._wait_s)
+        return self._snapshot
+
     def _admitted(self, index: TreeIndex, node_ids: Iterable[str]) -> dict[str, NodeRow]:
         """The index rows of these nodes that lie inside the subtree (the SQL filter's twin)."""
-        rows = index.snapshot(self._wait_s).rows
+        rows = self._tree(index).rows
         out = {}
         for node_id in set(node_ids):
             row = rows.get(node_id)
@@ -505,7 +514,7 @@ class ScopedMemory:
     def _permitted(self, index: TreeIndex) -> tuple[TreeSnapshot, list[NodeRow]]:
         """The current tree and the rows of the subtree's nodes (of the allowed depths), by
         node id: the permitted set every search below is confined to."""
-        snapshot = index.snapshot(self._wait_s)
+        snapshot = self._tree(index)
         key = ("permitted", self.scope, self.levels)
         admitted = snapshot.derived.get(key)
         if admitted is None:
@@ -653,7 +662,7 @@ class ScopedMemory:
         check of what Chroma returned (a node outside the scope fails the query; no content is
         read here)."""
         if isinstance(self._con, TreeIndex):
-            rows = self._con.snapshot(self._wait_s).rows
+            rows = self._tree(self._con).rows
             out = {n: rows[n] for n in node_ids if n in rows}
         elif node_ids and table_exists(self._con, MEMORY_TABLE):
             fetched = self._con.execute(
@@ -751,13 +760,7 @@ class ScopedMemory:
         if self.scope.empty:
             return 0
         if isinstance(self._con, TreeIndex):
-            rows = self._con.snapshot(self._wait_s).rows.values()
-            return sum(
-                1
-                for r in rows
-                if self.scope.admits(r.contract_id, r.seat_id, r.project_id)
-                and self._level_ok(r.level)
-            )
+            return len(self._permitted(self._con)[1])
         predicate, params = self.scope.sql_predicate()
         level_sql, level_params = "", []
         if self.levels is not None:
