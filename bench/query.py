@@ -88,7 +88,15 @@ def ensure_1k(root: Path) -> Path:
         generate_world(data / "world", seed=7, size=SIZES["bench"])
         ingest_directory(data / "world", settings.sources_db)
     started = time.perf_counter()
-    report = builder_from_settings(settings).full_build()
+    done = 0
+
+    def progress(_node: object) -> None:  # the first build takes ~15 minutes on 2 cores
+        nonlocal done
+        done += 1
+        if done % 100 == 0:
+            log(f"  … {done} nodes built ({time.perf_counter() - started:.0f}s)")
+
+    report = builder_from_settings(settings).full_build(on_node=progress)
     report.raise_for_failures()
     built = report.totals()["nodes_rebuilt"]
     log(f"memory tree at 1k: {built} nodes (re)built in {time.perf_counter() - started:.0f}s")
