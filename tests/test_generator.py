@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -364,16 +363,8 @@ def test_small_world_still_has_every_kind(tmp_path: Path) -> None:
     assert {v["language"] for v in truth["vacancies"].values()} == {"en", "ru"}
 
 
-def test_bench_size_is_big_and_fast(tmp_path: Path) -> None:
-    started = time.perf_counter()
+def test_bench_size_is_big(tmp_path: Path) -> None:
+    """(Its generation time is measured by `bench/ingest.py`, not here.)"""
     counts = generate_world(tmp_path, seed=7, size=SIZES["bench"])
-    elapsed = time.perf_counter() - started
     assert counts["contracts"] >= 10 and counts["seats"] >= 100 and counts["projects"] >= 1000
     assert counts["resumes"] == 1500 and counts["vacancies"] == 40
-    assert elapsed < 30, elapsed
-
-
-def test_demo_is_fast(tmp_path: Path) -> None:
-    started = time.perf_counter()
-    generate_world(tmp_path, seed=3)
-    assert time.perf_counter() - started < 5
