@@ -341,6 +341,8 @@ def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(built_world, sett
     embedder = make_embedder(settings)
     first = builder_from_settings(settings, embedder=embedder)
     assert first.plan().empty and _hints(settings).empty  # current, built without hints
+    with connect(settings.derived_db) as con:
+        unhinted = dict(con.execute("SELECT node_id, version FROM memory_nodes").fetchall())
     probes = _probes(settings)
     assert len(probes) >= 25
     embed = QueryEmbeddings(embedder)
@@ -384,7 +386,9 @@ def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(built_world, sett
     report.raise_for_failures()
     with connect(settings.derived_db) as con:
         versions = dict(con.execute("SELECT node_id, version FROM memory_nodes").fetchall())
-    assert versions and all(hints_version for _ in versions)
+    # The release reached every node: each was rebuilt under the new hints, none left as it was.
+    assert hints_version and versions.keys() == unhinted.keys()
+    assert all(versions[n] != unhinted[n] for n in versions)
     carried = 0
     for node_id, _c, _s, values in _project_nodes(settings):
         if "title" not in values or "work_mode" not in values:
