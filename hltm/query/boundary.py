@@ -617,11 +617,7 @@ class ScopedMemory:
         matched = scope_items if part is None else len(rows)  # what the clause below matches
         try:
             if len(wanted) > max(_READ_BY_IDS, matched // 2):
-                clauses = (
-                    [] if self.scope.level == "contract" else [dict([self.scope.narrowest_id()])]
-                )
-                clauses += [] if part is None else [{"kind": part}]
-                where = clauses[0] if len(clauses) == 1 else {"$and": clauses} if clauses else None
+                where = self.scope.chroma_where(**({} if part is None else {"kind": part}))
                 got = self._collection.get(
                     where=where,  # type: ignore[arg-type]
                     include=["embeddings"],
