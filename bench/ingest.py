@@ -15,27 +15,34 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
 
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float, float]:
+    """`fn()`, its wall seconds and its CPU seconds."""
+    started, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, time.perf_counter() - started, time.process_time() - cpu
+
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         world = Path(tmp) / "world"
-        started, cpu = time.perf_counter(), time.process_time()
-        generate_world(world, seed=7, size=SIZES["bench"])
-        generate_s, generate_cpu = time.perf_counter() - started, time.process_time() - cpu
+        _, generate_s, generate_cpu = timed(
+            lambda: generate_world(world, seed=7, size=SIZES["bench"])
+        )
         db = Path(tmp) / "sources.duckdb"
-        started, cpu = time.perf_counter(), time.process_time()
-        first = ingest_directory(world, db)
-        first_s, first_cpu = time.perf_counter() - started, time.process_time() - cpu
-        started, cpu = time.perf_counter(), time.process_time()
-        again = ingest_directory(world, db)
-        again_s, again_cpu = time.perf_counter() - started, time.process_time() - cpu
+        first, first_s, first_cpu = timed(lambda: ingest_directory(world, db))
+        again, again_s, again_cpu = timed(lambda: ingest_directory(world, db))
     print(f"generating the bench world: {generate_s:.2f} s, {generate_cpu:.2f} CPU-s")
     print(f"{'run':12} {'rows':>7} {'changed':>8} {'seconds':>8} {'CPU-s':>6} {'rows/s':>8}")
     for name, report, seconds, cpu_s in (
