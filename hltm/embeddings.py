@@ -60,8 +60,6 @@ class OnnxE5Embedder:
     def passages(self, texts: list[str]) -> np.ndarray:
         from hltm.e5_onnx import get_model
 
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
         return get_model().encode(list(texts))
 
     def query(self, text: str) -> np.ndarray:

