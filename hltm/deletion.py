@@ -47,7 +47,7 @@ from hltm.judge.journal import redact
 from hltm.judge.store import ensure_judge_schema
 from hltm.memory.models import node_id_for
 from hltm.memory.store import MEMORY_TABLE
-from hltm.query.log import QUERY_LOG_TABLE
+from hltm.query.log import QUERY_LOG_TABLE, forget_queries
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
 from hltm.warehouse import connect, table_exists
@@ -145,13 +145,16 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
     resumes = deleted.resumes | _orphans(settings, "resume")
     item_texts = _node_item_texts(settings, {node_id_for("project", p) for p in deleted.projects})
     with connect(settings.derived_db) as con:
-        ensure_judge_schema(con)
         tainted = _tainted_nodes(con, deleted)
+    # The log is its own file, so it cannot join the transaction below: it goes first, and a
+    # crash after it leaves only derived rows, which the next orphan sweep purges.
+    report.purged[QUERY_LOG_TABLE] = forget_queries(settings.derived_db, tainted)
+    with connect(settings.derived_db) as con:
+        ensure_judge_schema(con)
         con.execute("BEGIN TRANSACTION")
         for table in ("judge_pools", "judge_scores", "judge_failures"):
             report.purged[table] = _delete_where(con, table, vacancies, resumes)
         report.purged["ranking_journal rows redacted"] = redact(con, vacancies, resumes)
-        report.purged[QUERY_LOG_TABLE] = _forget_queries(con, tainted)
         report.purged["cached vectors"] = _forget_vectors(con, deleted.embedded_texts | item_texts)
         con.execute("COMMIT")
     report.purged["resume vectors"] = _drop_resume_vectors(settings, resumes)
@@ -208,29 +211,6 @@ def _tainted_nodes(con: duckdb.DuckDBPyConnection, deleted: Deleted) -> set[str]
         if _provenance(row) & deleted.source_ids:
             nodes.add(row["node_id"])
     return nodes
-
-
-def _referenced_nodes(row: tuple[Any, ...]) -> set[str]:
-    scope, retrieved, citations, dropped = row[1:]
-    ids = {scope, *json.loads(citations), *json.loads(dropped)}
-    ids |= {i for kind in json.loads(retrieved).values() for i in kind}
-    return {str(i).split("#", 1)[0] for i in ids}  # item ids start with their node id
-
-
-def _forget_queries(con: duckdb.DuckDBPyConnection, tainted: set[str]) -> int:
-    if not tainted or not table_exists(con, QUERY_LOG_TABLE):
-        return 0
-    rows = con.execute(
-        f"SELECT query_id, scope_root, retrieved, citations, dropped_citations"
-        f" FROM {QUERY_LOG_TABLE}"
-    ).fetchall()
-    gone = [r[0] for r in rows if _referenced_nodes(r) & tainted]
-    if gone:
-        con.execute(
-            f"DELETE FROM {QUERY_LOG_TABLE} WHERE query_id IN (SELECT unnest(?::VARCHAR[]))",
-            [gone],
-        )
-    return len(gone)
 
 
 def _forget_vectors(con: duckdb.DuckDBPyConnection, texts: Iterable[str]) -> int:

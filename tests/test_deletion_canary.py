@@ -86,6 +86,11 @@ def _duckdb_hits(db: Path) -> dict[str, set[str]]:
     return hits
 
 
+def _derived_files(settings: Settings) -> list[Path]:
+    """Every DuckDB file of the data dir but the sources: a store added later is checked too."""
+    return sorted(p for p in settings.data_dir.glob("*.duckdb") if p != settings.sources_db)
+
+
 def _chroma_hits(settings: Settings) -> dict[str, set[str]]:
     client = _client(settings)
     hits: dict[str, set[str]] = {}
@@ -119,7 +124,8 @@ def test_a_deleted_project_and_resume_leave_no_trace(tiny_world: Path, settings:
     ask(settings, f"seat:{SEAT}", "Which programme did the hiring manager name?")
     summary = judge_all(JudgeEnv.from_settings(settings), budget=None, workers=2)
     assert VACANCY in summary.published
-    before = _duckdb_hits(settings.derived_db)
+    assert {db.name for db in _derived_files(settings)} == {"derived.duckdb", "query_log.duckdb"}
+    before = {t: ids for db in _derived_files(settings) for t, ids in _duckdb_hits(db).items()}
     for table in ("memory_nodes", "judge_scores"):
         assert CANARY in before.get(table, set()), (table, before)
     assert PROJECT in before.get("query_log", set())  # the answer used the project's memory
@@ -137,7 +143,7 @@ def test_a_deleted_project_and_resume_leave_no_trace(tiny_world: Path, settings:
     assert runs and all(r.success for r in runs)
 
     assert _duckdb_hits(settings.sources_db) == {}
-    assert _duckdb_hits(settings.derived_db) == {}
+    assert all(_duckdb_hits(db) == {} for db in _derived_files(settings))
     assert _chroma_hits(settings) == {}
     assert _log_records_with_text(settings) == 0
     verify = runner.invoke(main, ["judge", "verify"])

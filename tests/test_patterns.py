@@ -28,6 +28,7 @@ from hltm.patterns import (
     release,
     templatize,
 )
+from hltm.query.log import log_path
 from hltm.warehouse import connect
 from tests.query_support import BuiltWorld, built_world  # noqa: F401
 
@@ -422,7 +423,8 @@ def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(built_world, sett
 # ---- Dagster --------------------------------------------------------------------------------
 
 
-def _write_log(derived_db, records: list[QueryRecord]) -> None:  # type: ignore[no-untyped-def]
+def _write_log(db, records: list[QueryRecord]) -> None:  # type: ignore[no-untyped-def]
+    """Logged queries for `records`, written into the DuckDB file `db`."""
     from datetime import datetime
 
     from hltm.query.log import COLUMN_NAMES, QUERY_LOG_TABLE, ensure_query_log
@@ -436,17 +438,44 @@ def _write_log(derived_db, records: list[QueryRecord]) -> None:  # type: ignore[
         "parse_ms": 0.0, "answer_ms": 0.0, "llm_ms": 0.0, "total_ms": 0.0,
         "backend": "offline", "model": "m", "prompt_versions": "{}", "retrieval_config": "{}",
     }  # fmt: skip
-    with connect(derived_db) as con:
+    with connect(db) as con:
         ensure_query_log(con)
         for i, rec in enumerate(records):
             level, ident = rec.identity.split(":", 1)
-            row = {**defaults, "query_id": f"q{i}", "identity_level": level,
+            row = {**defaults, "query_id": f"q{i}-{rec.identity}", "identity_level": level,
                    "identity_id": ident, "scope_root": rec.identity, "question": rec.question}  # fmt: skip
             con.execute(
                 f"INSERT INTO {QUERY_LOG_TABLE} ({', '.join(COLUMN_NAMES)})"
                 f" VALUES ({', '.join('?' for _ in COLUMN_NAMES)})",
                 [row[c] for c in COLUMN_NAMES],
             )
+
+
+def test_a_query_log_kept_in_the_derived_file_moves_to_its_own_file(settings) -> None:  # type: ignore[no-untyped-def]
+    """An older data dir kept `query_log` in the derived file (without `status`): the next read
+    moves every row, once, and a deletion then reaches them in the log's own file."""
+    from hltm.query.log import QUERY_LOG_TABLE, adopt_legacy_log, forget_queries, read_query_log
+    from hltm.warehouse import table_exists
+
+    _write_log(
+        settings.derived_db,
+        _log("Who owns the {title} budget?", ["seat:a", "seat:b"], ["QA", "BI"]),
+    )
+    with connect(settings.derived_db) as con:
+        con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} DROP COLUMN status")
+    _write_log(
+        log_path(settings.derived_db), _log("Where is the {title} team?", ["seat:c"], ["QA"])
+    )
+
+    rows = read_query_log(settings.derived_db)
+    assert sorted(r["identity_id"] for r in rows) == ["a", "b", "c"]
+    assert [r["status"] for r in rows if r["identity_id"] == "a"] == [None]
+    with connect(settings.derived_db) as con:
+        assert not table_exists(con, QUERY_LOG_TABLE)
+    assert adopt_legacy_log(settings.derived_db) == 0
+    assert len(read_query_log(settings.derived_db)) == 3
+    assert forget_queries(settings.derived_db, {"seat:b"}) == 1
+    assert sorted(r["identity_id"] for r in read_query_log(settings.derived_db)) == ["a", "c"]
 
 
 def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -456,7 +485,7 @@ def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # ty
     from resources import build_resources
 
     _write_log(
-        settings.derived_db,
+        log_path(settings.derived_db),
         _log(
             "What is the work arrangement for the {title} role?",
             ["seat:a", "seat:b", "seat:c", "seat:d"],

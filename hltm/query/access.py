@@ -139,10 +139,10 @@ class TokenCache:
     """Active tokens already looked up, checked again whenever the tokens' file changes (a create
     or revoke in any process writes it), so a revoked token is refused from its next request on.
 
-    Most writes to the file are not to the tokens (a server's query log, every few seconds), so a
+    Most writes to the file are not to the tokens (the memory build, the judge), so a
     change re-checks every known token in ONE read instead of forgetting them all, and requests
     arriving during that read are answered from the known tokens without waiting: profiled under
-    50 clients, one DuckDB connection per token and request after each log insert was 28% of the
+    50 clients, one DuckDB connection per token and request after each write was 28% of the
     server's time."""
 
     def __init__(self, db: Path | str, max_entries: int = 10_000) -> None:

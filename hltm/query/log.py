@@ -1,6 +1,7 @@
 """The query log: every answered question with who asked, what was retrieved, and what it cost.
 
-Table `query_log` in `settings.derived_db` (insert-only from the query path). It is the input of
+Table `query_log` in its own DuckDB file beside the derived one (`log_path`; insert-only from the
+query path). It is the input of
 query-pattern mining (recurring templates, frequently asked attributes, support counted over
 distinct identities) and the record of per-query cost:
 
@@ -11,6 +12,12 @@ distinct identities) and the record of per-query cost:
     no_memory, status ('answered' | 'no_memory' | 'unsupported': no valid citation), llm_calls, prompt_tokens, completion_tokens (o200k_base),
     embed_ms, retrieval_ms, parse_ms, answer_ms, llm_ms, total_ms,
     backend, model, prompt_versions JSON, retrieval_config JSON
+
+Why a file of its own: a server inserts every few seconds, and in the derived file each insert
+took that file's one writer lock from every reader and made the tree's and the tokens' readers
+re-check it. Measured with `bench/serve` (2 workers, 50 clients), the derived file's flushes every
+5 s cost a third of the throughput and doubled p95. An older data dir's `query_log` table is moved
+here on the next read or deletion (`adopt_legacy_log`).
 
 A row is inserted in its own short connection. When another process holds the file past the
 caller's wait, the row is kept in memory and inserted with the next one (never lost while the
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
     from hltm.query.engine import QueryResult
 
 QUERY_LOG_TABLE = "query_log"
+QUERY_LOG_FILE = "query_log.duckdb"
 MAX_PENDING_ROWS = 10_000  # rows kept while the file is busy; the oldest go first past it
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,33 @@ def ensure_query_log(con: Any) -> None:
     con.execute(f"CREATE TABLE IF NOT EXISTS {QUERY_LOG_TABLE} ({columns})")
     # Logs written before `status` existed gain it (NULL on their old rows).
     con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN IF NOT EXISTS status VARCHAR")
+
+
+def log_path(derived_db: Path | str) -> Path:
+    """The query log's file: beside the derived file, so one data dir holds both."""
+    return Path(derived_db).with_name(QUERY_LOG_FILE)
+
+
+def adopt_legacy_log(derived_db: Path | str, wait_s: float | None = None) -> int:
+    """Move the rows of a `query_log` table that an older version kept in the derived file into
+    the log's own file; how many. Copied first, dropped after: a crash between leaves both, and
+    the next call copies nothing twice (query ids are the key)."""
+    derived_db = Path(derived_db)
+    if not derived_db.exists():
+        return 0
+    with connect(derived_db, wait_s=wait_s) as con:
+        if not table_exists(con, QUERY_LOG_TABLE):
+            return 0
+        ensure_query_log(con)  # a table older than `status` gains it
+        rows = con.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM {QUERY_LOG_TABLE}").fetchall()
+        with connect(log_path(derived_db), wait_s=wait_s) as log_con:
+            ensure_query_log(log_con)
+            insert_rows(log_con, f"INSERT OR IGNORE INTO {QUERY_LOG_TABLE}", rows, COLUMN_NAMES)
+        con.execute(f"DROP TABLE {QUERY_LOG_TABLE}")
+    log.info(
+        "query log: %d row(s) moved from %s to %s", len(rows), derived_db, log_path(derived_db)
+    )
+    return len(rows)
 
 
 def _dump(value: Any) -> str:
@@ -121,7 +156,7 @@ def insert_query_rows(
     derived_db: Path | str, rows: list[dict[str, Any]], wait_s: float | None = None
 ) -> None:
     """Insert logged rows in one short connection (`DatabaseBusy` past `wait_s`)."""
-    with connect(derived_db, wait_s=wait_s) as con:
+    with connect(log_path(derived_db), wait_s=wait_s) as con:
         ensure_query_log(con)
         insert_rows(
             con,
@@ -216,7 +251,10 @@ class QueryLogWriter:
 
 def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dict[str, Any]]:
     """Logged queries, newest first, JSON columns decoded (for pattern mining and the CLI)."""
-    with connect(derived_db) as con:
+    adopt_legacy_log(derived_db)
+    if not log_path(derived_db).exists():
+        return []
+    with connect(log_path(derived_db)) as con:
         if not table_exists(con, QUERY_LOG_TABLE):
             return []
         ensure_query_log(con)
@@ -238,3 +276,32 @@ def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dic
             item[key] = json.loads(item[key])
         out.append(item)
     return out
+
+
+def forget_queries(derived_db: Path | str, nodes: set[str]) -> int:
+    """Delete the logged queries whose scope, retrieved items or citations name one of `nodes`
+    (a deleted source's memory); how many."""
+    adopt_legacy_log(derived_db)
+    if not nodes or not log_path(derived_db).exists():
+        return 0
+    with connect(log_path(derived_db)) as con:
+        if not table_exists(con, QUERY_LOG_TABLE):
+            return 0
+        rows = con.execute(
+            f"SELECT query_id, scope_root, retrieved, citations, dropped_citations"
+            f" FROM {QUERY_LOG_TABLE}"
+        ).fetchall()
+        gone = [r[0] for r in rows if _referenced_nodes(r) & nodes]
+        if gone:
+            con.execute(
+                f"DELETE FROM {QUERY_LOG_TABLE} WHERE query_id IN (SELECT unnest(?::VARCHAR[]))",
+                [gone],
+            )
+    return len(gone)
+
+
+def _referenced_nodes(row: tuple[Any, ...]) -> set[str]:
+    scope, retrieved, citations, dropped = row[1:]
+    ids = {scope, *json.loads(citations), *json.loads(dropped)}
+    ids |= {i for kind in json.loads(retrieved).values() for i in kind}
+    return {str(i).split("#", 1)[0] for i in ids}  # item ids start with their node id

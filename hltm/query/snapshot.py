@@ -5,8 +5,8 @@ it open would lock out the one writer process (the memory build). So the query p
 `node_id, level, contract_id, seat_id, project_id, version, item_count` of every node once, keeps
 them, and reads them again only when the file changes — judged by `file_token`, the stat (inode,
 size, mtime) of the file and of its write-ahead log, which every committed write changes — and
-the tree with it: most writes to the file are not to the tree (a server's query log, every few
-seconds), so a changed file is first asked for the tree's `fingerprint` (one aggregate,
+the tree with it: most writes to the file are not to the tree (a judge run writes it for
+minutes), so a changed file is first asked for the tree's `fingerprint` (one aggregate,
 milliseconds at 100k nodes) and the rows are re-read only if that moved. Node
 contents are cached by (node_id, version): a version is a content hash, so an entry never goes
 stale, and a node's current version always comes from the latest snapshot.
@@ -182,7 +182,7 @@ class TreeIndex:
     def snapshot(self, wait_s: float | None = None) -> TreeSnapshot:
         """The tree as the file holds it now (re-read only if the file changed since). While
         another thread re-reads it, the last snapshot is returned, as if this call had come
-        a moment earlier: most changes are not to the tree (a query-log insert), and profiled
+        a moment earlier: most changes are not to the tree (the judge's tables), and profiled
         under 50 clients, every query waiting on each re-check cost a fifth of the time."""
         token = file_token(self.derived_db)
         if token == self._token:
