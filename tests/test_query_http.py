@@ -153,7 +153,24 @@ def test_real_uvicorn_on_loopback_refuses_unknown_tokens(
         thread.join(timeout=10)
 
 
-def test_serve_runs_one_engine_per_worker_process_on_one_socket(
+def test_the_workers_port_is_refused_when_another_program_holds_it() -> None:
+    """Each worker listens on its own SO_REUSEPORT socket; a port held by a program that did not
+    ask to share it is still refused, before any worker starts."""
+    import socket
+
+    from hltm.query.http import _port_socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        with pytest.raises(OSError):
+            _port_socket("127.0.0.1", other.getsockname()[1], listen=False)
+    first = _port_socket("127.0.0.1", 0, listen=True)
+    with first, _port_socket("127.0.0.1", first.getsockname()[1], listen=True) as second:
+        assert second.getsockname() == first.getsockname()  # the workers share the port
+
+
+def test_serve_runs_one_engine_per_worker_process_on_one_port(
     built_world: BuiltWorld,  # noqa: F811
 ) -> None:
     """`serve(workers=2)`: two processes answer on one port; SIGTERM stops them cleanly."""

@@ -94,11 +94,10 @@ def ask(
 @click.option("--port", default=8765, show_default=True, type=int)
 @click.option(
     "--workers",
-    default=1,
-    show_default=True,
+    default=None,
     type=click.IntRange(1),
-    help="Serving processes (each with its own engine, on one socket); one per core for CPU-bound"
-    " load on an otherwise idle machine.",
+    help="Serving processes, each with its own engine and socket on the port [default: one per"
+    " core, up to 4].",
 )
 @click.option(
     "--concurrency", default=8, show_default=True, help="Queries run at once, per worker."
@@ -115,25 +114,33 @@ def ask(
     show_default=True,
     help="Seconds between query-log inserts (each write to the DB file makes readers re-check it).",
 )
+@click.option(
+    "--access-log/--no-access-log",
+    default=False,
+    show_default=True,
+    help="uvicorn's line per request (every question is in the query log either way).",
+)
 def serve(
     host: str,
     port: int,
-    workers: int,
+    workers: int | None,
     concurrency: int,
     queue: int,
     db_wait: float,
     log_flush: float,
+    access_log: bool,
 ) -> None:
     """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
-    from hltm.query.http import ServeLimits
+    from hltm.query.http import ServeLimits, default_workers
     from hltm.query.http import serve as run
 
+    workers = workers or default_workers()
     click.echo(
         f"query endpoint on http://{host}:{port}/v1/ask, {workers} worker(s) (Ctrl-C to stop)"
     )
     try:
         limits = ServeLimits(concurrency, queue, db_wait, log_flush)
-        run(settings(), host, port, limits, workers)
+        run(settings(), host, port, limits, workers, access_log)
     except SystemExit as err:
         if isinstance(err.code, str):
             fail(err.code)
