@@ -29,7 +29,7 @@ query_log = dg.AssetSpec(
     group_name=PATTERNS_GROUP,
     kinds={"duckdb"},
     description="Every answered question: identity, question, retrieved ids per retriever, "
-    "answer, citations and cost (table `query_log` in the derived DuckDB).",
+    "answer, citations and cost (table `query_log` in its own DuckDB file, `query_log.duckdb`).",
 )
 
 
