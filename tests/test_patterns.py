@@ -322,11 +322,8 @@ def _hints(settings):  # type: ignore[no-untyped-def]
 def _copy_of_built_world(world: BuiltWorld, settings) -> None:  # type: ignore[no-untyped-def]
     """The session's full build of the small world (sources, memory, embedding cache) in this
     test's own data directory, without the queries other tests logged into it."""
-    from hltm.query.log import QUERY_LOG_TABLE
-
     shutil.copytree(world.settings.data_dir, settings.data_dir, dirs_exist_ok=True)
-    with connect(settings.derived_db) as con:
-        con.execute(f"DROP TABLE IF EXISTS {QUERY_LOG_TABLE}")
+    log_path(settings.derived_db).unlink(missing_ok=True)
 
 
 def test_mined_template_becomes_qa_pairs_and_lifts_qa_hit_rate(built_world, settings) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
