@@ -249,3 +249,38 @@ def test_cli_ask_json_and_token_management(
     assert runner.invoke(main, ["token", "revoke", token_id]).exit_code != 0
     unknown = runner.invoke(main, ["token", "create", "--seat", "no-such-seat"])
     assert unknown.exit_code != 0 and "not a known seat" in unknown.output
+
+
+def test_a_worker_over_its_share_of_connections_closes_the_one_it_answers_on() -> None:
+    """`Connection: close` only while this worker holds more than its share (plus slack), at
+    most once per interval; the response is otherwise untouched."""
+    import asyncio
+
+    from hltm.query.balance import ConnectionShares, balanced
+
+    counts = [0, 20]  # the other worker's published count
+    mine = {"open": 31}
+    shares = ConnectionShares(counts, 0, lambda: mine["open"], slack=1, min_interval_s=3600)
+    assert shares.should_close()  # 31 of 51: over ceil(51 / 2) + 1 = 27
+    assert not shares.should_close()  # not twice within the interval
+    shares.min_interval_s = 0
+    mine["open"] = 22
+    assert not shares.should_close() and counts == [22, 20]  # ceil(42 / 2) + 1 = 22: its share
+
+    async def app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"a", b"1")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    def headers_sent(open_now: int) -> list[tuple[bytes, bytes]]:
+        mine["open"] = open_now
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        asyncio.run(balanced(app, shares)({"type": "http"}, None, send))  # type: ignore[arg-type]
+        assert sent[1] == {"type": "http.response.body", "body": b"ok"}
+        return sent[0]["headers"]
+
+    assert headers_sent(40) == [(b"a", b"1"), (b"connection", b"close")]
+    assert headers_sent(22) == [(b"a", b"1")]

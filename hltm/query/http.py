@@ -32,7 +32,7 @@ import multiprocessing
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +48,7 @@ from starlette.routing import Route
 from hltm.query import api
 from hltm.query.access import TokenCache
 from hltm.query.api import AskRequest, RankingQuery, invalid_body, openapi_spec
+from hltm.query.balance import ConnectionShares, balanced
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.settings import Settings
@@ -237,11 +238,16 @@ def create_app(
 
 
 def _worker(
-    settings: Settings, limits: ServeLimits, bind: tuple[str, int] | None, **config: Any
+    settings: Settings,
+    limits: ServeLimits,
+    bind: tuple[str, int] | None,
+    counts: MutableSequence[int] | None = None,
+    index: int = 0,
+    **config: Any,
 ) -> None:
     """One serving process: its own engine (model, stores, caches), on its own listening socket
     of the shared port (`bind`), or on uvicorn's own (`config`: host and port) when it is the
-    only one."""
+    only one. `counts` (one slot per worker, `index` this one's) balances the connections."""
     import uvicorn
 
     try:
@@ -257,8 +263,13 @@ def _worker(
     engine.query_log.start_flushing(limits.log_flush_s)
     sockets = None if bind is None else [_port_socket(*bind, listen=True)]
     try:
-        app = create_app(engine, limits=limits)
-        uvicorn.Server(uvicorn.Config(app, log_level="info", **config)).run(sockets=sockets)
+        app: Any = create_app(engine, limits=limits)
+        server: Any = None
+        if counts is not None:
+            shares = ConnectionShares(counts, index, lambda: len(server.server_state.connections))
+            app = balanced(app, shares)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="info", **config))
+        server.run(sockets=sockets)
     finally:
         engine.query_log.stop_flushing(limits.db_wait_s)
 
@@ -319,10 +330,11 @@ def serve(
     reserved = _port_socket(host, port, listen=False)
     bind = (host, reserved.getsockname()[1])
     spawn = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+    counts = spawn.Array("i", workers, lock=False)  # open connections, one slot per worker
     processes = [
         spawn.Process(
             target=_worker,
-            args=(settings, limits, bind),
+            args=(settings, limits, bind, counts, i),
             kwargs={"access_log": access_log},
             name=f"serve-{i}",
         )
