@@ -271,6 +271,8 @@ def _worker(
         server = uvicorn.Server(uvicorn.Config(app, log_level="info", **config))
         server.run(sockets=sockets)
     finally:
+        if counts is not None:
+            counts[index] = 0  # a stopped worker holds no share (the others stop closing)
         engine.query_log.stop_flushing(limits.db_wait_s)
 
 
