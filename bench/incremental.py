@@ -57,7 +57,7 @@ from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
 from hltm.memory.models import node_id_for  # noqa: E402
 from hltm.memory.scenarios import change_project, read_world  # noqa: E402
 from hltm.memory.store import StoreSnapshot  # noqa: E402
-from hltm.settings import Settings  # noqa: E402
+from hltm.settings import E5_ONNX_BACKEND, Settings  # noqa: E402
 from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
 from resources import MemoryTreeResource, build_resources  # noqa: E402
@@ -152,7 +152,7 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
         data_dir=workdir / "warm",
         llm_backend="offline",
         chroma_host=None,
-        embeddings_backend="e5-onnx",
+        embeddings_backend=E5_ONNX_BACKEND,
     )
     generate_world(workdir / "world", seed=args.seed, size=SIZES[size])
     ingest_directory(workdir / "world", warm.sources_db)
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if data.exists():
         shutil.rmtree(data)
     settings = Settings.from_env(
-        data_dir=data, llm_backend="offline", chroma_host=None, embeddings_backend="e5-onnx"
+        data_dir=data, llm_backend="offline", chroma_host=None, embeddings_backend=E5_ONNX_BACKEND
     )
     size = SIZES[args.size]
     started = time.perf_counter()

@@ -50,7 +50,7 @@ from hltm.query.baselines import Baselines, Owner, RawCorpus  # noqa: E402
 from hltm.query.engine import QueryEngine  # noqa: E402
 from hltm.query.evaluation import family_name  # noqa: E402
 from hltm.query.scope import Identity  # noqa: E402
-from hltm.settings import Settings  # noqa: E402
+from hltm.settings import E5_ONNX_BACKEND, Settings  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
 
 CLONES = 9  # extra copies of every seat for the 10k scale
@@ -65,7 +65,7 @@ SYSTEMS = ("HLTM", "HLTM, repeated texts", "HLTM, cold caches", "full context")
 
 def _settings(data: Path) -> Settings:
     return Settings.from_env(
-        data_dir=data, llm_backend="offline", embeddings_backend="e5-onnx", chroma_host=None
+        data_dir=data, llm_backend="offline", embeddings_backend=E5_ONNX_BACKEND, chroma_host=None
     )
 
 

@@ -43,6 +43,7 @@ if str(ROOT) not in sys.path:
 from hltm.query.access import create_token  # noqa: E402
 from hltm.query.http import default_workers  # noqa: E402
 from hltm.query.scope import Identity  # noqa: E402
+from hltm.settings import E5_ONNX_BACKEND  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
 
 QUESTIONS = (
@@ -81,7 +82,7 @@ def _start_server(
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
         "HLTM_LLM_BACKEND": "offline",
-        "HLTM_EMBEDDINGS": "e5-onnx",
+        "HLTM_EMBEDDINGS": E5_ONNX_BACKEND,
     }
     env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]

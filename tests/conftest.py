@@ -10,7 +10,7 @@ import pytest
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.settings import Settings
+from hltm.settings import E5_ONNX_BACKEND, Settings
 from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -65,7 +65,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Offline settings on a fresh data directory (also exported, for code that reads the env)."""
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HLTM_LLM_BACKEND", "offline")
-    monkeypatch.setenv("HLTM_EMBEDDINGS", "e5-onnx")
+    monkeypatch.setenv("HLTM_EMBEDDINGS", E5_ONNX_BACKEND)
     monkeypatch.delenv("CHROMA_HOST", raising=False)
     return Settings.from_env()
 
@@ -78,7 +78,7 @@ def golden_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings.from_env(
         data_dir=tmp_path_factory.mktemp("golden") / "data",
         llm_backend="offline",
-        embeddings_backend="e5-onnx",
+        embeddings_backend=E5_ONNX_BACKEND,
         chroma_host=None,
     )
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hltm.settings import Settings
+from hltm.settings import E5_ONNX_BACKEND, Settings
 
 _BUILT: dict[str, BuiltWorld] = {}
 
@@ -45,7 +45,7 @@ def build_world(tmp_path_factory: pytest.TempPathFactory, world_files: Path) -> 
 
     data = tmp_path_factory.mktemp("query-world")
     settings = Settings.from_env(
-        data_dir=data, llm_backend="offline", embeddings_backend="e5-onnx", chroma_host=None
+        data_dir=data, llm_backend="offline", embeddings_backend=E5_ONNX_BACKEND, chroma_host=None
     )
     report = ingest_directory(world_files, settings.sources_db)
     assert report.quarantined == 0, report.summary()

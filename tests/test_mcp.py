@@ -29,6 +29,7 @@ from hltm.query.access import create_token, revoke_token
 from hltm.query.engine import QueryEngine
 from hltm.query.mcp_server import create_server, http_app
 from hltm.query.scope import Identity
+from hltm.settings import E5_ONNX_BACKEND
 from tests.api_support import RankedVacancies, publish_two_rankings
 from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
 
@@ -166,7 +167,7 @@ def test_stdio_client_reads_only_the_subtree_of_hltm_token(
         env={
             "HLTM_DATA_DIR": str(settings.data_dir),
             "HLTM_LLM_BACKEND": "offline",
-            "HLTM_EMBEDDINGS": "e5-onnx",
+            "HLTM_EMBEDDINGS": E5_ONNX_BACKEND,
             "HLTM_TOKEN": token,
         },
     )

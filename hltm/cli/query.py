@@ -112,7 +112,7 @@ def ask(
     "--log-flush",
     default=5.0,
     show_default=True,
-    help="Seconds between query-log inserts (each write to the DB file makes readers re-check it).",
+    help="Seconds between query-log inserts (into the log's own file, `query_log.duckdb`).",
 )
 @click.option(
     "--access-log/--no-access-log",

@@ -14,13 +14,12 @@ token's subtree; anything else (a sibling, another contract, a wider level) is 4
 widens its scope, and the answer never says whether the other id exists.
 
 `serve` runs one process per worker (`hltm serve --workers`, default one per core up to 4), each
-with its own engine
-and its own listening socket on the one port (SO_REUSEPORT). In each, nothing blocking runs on
-the event loop: token checks and queries run in worker threads, at most `concurrency` at once,
-with at most `queue` more waiting; past that, or when another process holds the DuckDB file
-longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy, retry). A
-body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked up; a
-question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503 naming it.
+with its own engine and its own listening socket on the one port (SO_REUSEPORT). In each, nothing
+blocking runs on the event loop: token checks and queries run in worker threads, at most
+`concurrency` at once, with at most `queue` more waiting; past that, or when another process
+holds the DuckDB file longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy,
+retry). A body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked
+up; a question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503 naming it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The query log: every answered question with who asked, what was retrieved, and what it cost.
 
 Table `query_log` in its own DuckDB file beside the derived one (`log_path`; insert-only from the
-query path). It is the input of
-query-pattern mining (recurring templates, frequently asked attributes, support counted over
-distinct identities) and the record of per-query cost:
+query path). It is the input of query-pattern mining (recurring templates, frequently asked
+attributes, support counted over distinct identities) and the record of per-query cost:
 
     query_id PK, asked_at, channel ('python' | 'cli' | 'http'), identity_level, identity_id,
     scope_root (node id), question, intent, pairs JSON [{field, value}],
@@ -16,8 +15,8 @@ distinct identities) and the record of per-query cost:
 Why a file of its own: a server inserts every few seconds, and in the derived file each insert
 took that file's one writer lock from every reader and made the tree's and the tokens' readers
 re-check it. Measured with `bench/serve` (2 workers, 50 clients), flushes every 5 s into the
-derived file gave 258 req/s at p95 340 ms, against 300 at p95 275 with none. An older data dir's `query_log` table is moved
-here on the next read or deletion (`adopt_legacy_log`).
+derived file gave 258 req/s at p95 340 ms, against 300 at p95 275 with none. An older data
+dir's `query_log` table is moved here on the next read or deletion (`adopt_legacy_log`).
 
 A row is inserted in its own short connection. When another process holds the file past the
 caller's wait, the row is kept in memory and inserted with the next one (never lost while the
