@@ -26,6 +26,7 @@ from hltm.judge.quotes import (
     survival_rate,
     validate_quote,
 )
+from hltm.judge.stats_report import render_report
 from hltm.judge.text import tokenize
 
 # --------------------------------------------------------------------------- tokenizer
@@ -473,7 +474,7 @@ def test_weight_study_report(tmp_path):
         baselines={"cosine": {f"v{i}": 0.4 for i in range(12)}},
     )
     assert not study.weights_needed  # the signal is all in "overall": no weights to fit
-    path = st.render_report(study, tmp_path / "report")
+    path = render_report(study, tmp_path / "report")
     text = path.read_text(encoding="utf-8")
     pngs = sorted(p.name for p in path.parent.glob("*.png"))
     assert "permutation_null.png" in pngs and len(pngs) == 4

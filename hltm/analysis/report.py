@@ -50,7 +50,8 @@ from hltm.judge.golden import (
 )
 from hltm.judge.pipeline import cached_scores
 from hltm.judge.quotes import survival_rate
-from hltm.judge.stats import SCORE_NAMES, WeightStudy, render_report, run_weight_study
+from hltm.judge.stats import SCORE_NAMES, WeightStudy, run_weight_study
+from hltm.judge.stats_report import agg_figure, render_report
 from hltm.llm import LLM, make_llm
 from hltm.settings import OFFLINE_BACKEND, STATS_ENV, Settings, read_env
 from hltm.settings import parse_prices as parse_prices  # its public home used to be here
@@ -212,9 +213,7 @@ def tender_table(rows: Sequence[TenderRow], cosine: tuple[float, float] | None =
 
 
 def plot_tender(rows: Sequence[TenderRow], path: Path, cosine: tuple[float, float] | None) -> Path:
-    from hltm.judge.stats import _figure  # Agg canvas, no pyplot state
-
-    fig = _figure(7.5, 4.8)
+    fig = agg_figure(7.5, 4.8)  # Agg canvas, no pyplot state
     ax = fig.add_subplot()
     names = [r.model for r in rows]
     metrics = {
