@@ -14,15 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hltm.patterns.mining import (
-    MiningConfig,
-    Pattern,
-    QueryRecord,
-    Templated,
-    as_record,
-    mine,
-    templatize,
-)
+from hltm.patterns.mining import Pattern, QueryRecord, as_record, mine
 from hltm.patterns.store import (
     APPROVED,
     PROPOSED,
@@ -38,6 +30,7 @@ from hltm.patterns.store import (
     release,
     resolve_ids,
 )
+from hltm.patterns.templates import MiningConfig, Templated, templatize
 from hltm.settings import PATTERNS_ENV, read_env
 from hltm.warehouse import connect
 

@@ -29,7 +29,8 @@ from typing import Any
 import duckdb
 
 from hltm.memory.hints import Hints, QATemplate, load_hints, save_hints
-from hltm.patterns.mining import ENTITY_FIELDS, Pattern
+from hltm.patterns.mining import Pattern
+from hltm.patterns.templates import ENTITY_FIELDS
 from hltm.warehouse import table_exists
 
 PATTERNS_TABLE = "query_patterns"
