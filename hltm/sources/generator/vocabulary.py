@@ -8,8 +8,6 @@ LEVEL_MONTHS = {"junior": (12, 30), "middle": (36, 66), "senior": (72, 114), "le
 YEARS_REQUIRED = {"junior": 1, "middle": 3, "senior": 5, "lead": 8}
 WORK_MODES = ("remote", "hybrid", "onsite")
 EMPLOYMENT_TYPES = ("full-time", "contract", "part-time")
-LABELS = ("fit", "borderline", "miss")
-TRAPS = ("keyword_twin", "headline_mismatch")
 
 # canonical city → (region, Russian name, English aliases used in free text)
 CITIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
