@@ -284,7 +284,8 @@ def ranking_journal_chain(
 def golden_evaluation(
     context: AssetExecutionContext, platform: PlatformResource
 ) -> dg.MaterializeResult:
-    from hltm.judge.golden import evaluate_golden, load_golden, save_report
+    from hltm.judge.golden import load_golden
+    from hltm.judge.golden_eval import evaluate_golden, save_report
 
     llm, derived_db = platform.llm, platform.derived_db.path
     report = evaluate_golden(

@@ -31,9 +31,9 @@ if str(ROOT) not in sys.path:
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder, passage_tokens  # noqa: E402
 from hltm.judge.golden import (  # noqa: E402
     GoldenSet,
-    _labelled_in,
     cosine_rankings,
     golden_vectors,
+    labelled_in,
     load_golden,
 )
 from hltm.judge.golden_real import load_real_golden  # noqa: E402
@@ -51,7 +51,7 @@ def measure(gs: GoldenSet, embedder: CachedEmbedder, timed: int) -> dict:
     cpu_ms = 1000 * (time.process_time() - started) / max(1, len(sample))
     vectors = golden_vectors(gs, embedder)
     cos = cosine_rankings(gs, vectors)
-    ranked = {v: _labelled_in([r for r, _ in cos[v]], gs.labels.get(v, {})) for v in cos}
+    ranked = {v: labelled_in([r for r, _ in cos[v]], gs.labels.get(v, {})) for v in cos}
     row: dict[str, Any] = {
         "mean_tokens": round(
             sum(passage_tokens(gs.passage(r)) for r in gs.active) / len(gs.active), 1

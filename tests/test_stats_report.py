@@ -117,7 +117,7 @@ def test_tender_over_models_served_by_the_local_server(settings, tmp_path) -> No
     from dataclasses import replace
 
     import hltm.judge.tasks  # noqa: F401  (registers the judge task with the server)
-    from hltm.judge.golden import evaluate_golden
+    from hltm.judge.golden_eval import evaluate_golden
     from hltm.testing.openai_server import LocalOpenAIServer
 
     gs = load_golden()

@@ -2,8 +2,8 @@
 
 For every configured judge model (`HLTM_TENDER_MODELS`, default the configured judge; with the
 offline backend there is exactly one, the rule-based judge) the golden set is judged through the
-score cache (`hltm.judge.golden.evaluate_golden`: cached pairs are free) and one **tender row** is
-computed:
+score cache (`hltm.judge.golden_eval.evaluate_golden`: cached pairs are free) and one **tender
+row** is computed:
 
 * strict and soft precision@10 of union + judge (sort by `overall`), on the closed golden set and
   on the live pool (vector top-100 ∪ BM25 top-150);
@@ -40,14 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from hltm.judge.golden import (
-    GoldenReport,
-    GoldenSet,
-    cosine_rankings,
-    evaluate_golden,
-    golden_vectors,
-    load_golden,
-)
+from hltm.judge.golden import GoldenSet, cosine_rankings, golden_vectors, load_golden
+from hltm.judge.golden_eval import GoldenReport, evaluate_golden
 from hltm.judge.pipeline import cached_scores
 from hltm.judge.quotes import survival_rate
 from hltm.judge.stats import SCORE_NAMES, WeightStudy, run_weight_study

@@ -223,7 +223,7 @@ def _real_set(realdata: Path | None):  # type: ignore[no-untyped-def]
 
 
 def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
-    from hltm.judge.golden import METHODS
+    from hltm.judge.golden_eval import METHODS
 
     cells = ", ".join(
         f"{m} {report.value('closed', m):.1%} (soft {report.value('closed', m, soft=True):.1%})"
@@ -252,7 +252,8 @@ def evaluate(
 ) -> None:
     """Cosine / BM25 / RRF / union + judge on the golden sets, closed set and live pool."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden import evaluate_golden, load_golden, save_report
+    from hltm.judge.golden import load_golden
+    from hltm.judge.golden_eval import evaluate_golden, save_report
     from hltm.llm import make_llm
 
     cfg = settings()
@@ -319,7 +320,8 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
 @click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
 def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
     """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
-    from hltm.judge.golden import load_golden, measure_relevance
+    from hltm.judge.golden import load_golden
+    from hltm.judge.golden_eval import measure_relevance
     from hltm.judge.quotes import RELEVANCE_THRESHOLD
 
     gs = load_golden() if which == "sample" else _real_set(realdata)
@@ -363,7 +365,8 @@ def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:
     Re-freezing moves the yardstick every later result is compared with: it refuses to
     overwrite an existing set unless --force is given."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden import GOLDEN_DIR, freeze_golden
+    from hltm.judge.golden import GOLDEN_DIR
+    from hltm.judge.golden_freeze import freeze_golden
 
     try:
         manifest = freeze_golden(out_dir or GOLDEN_DIR, make_embedder(settings()), seed, size,
@@ -393,7 +396,8 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     calibration (run after `hltm demo`: the memory must be the golden world's)."""
     from hltm.embeddings import make_embedder
     from hltm.judge.calibration_eval import evaluate_calibration
-    from hltm.judge.golden import evaluate_golden, load_golden
+    from hltm.judge.golden import load_golden
+    from hltm.judge.golden_eval import evaluate_golden
     from hltm.llm import make_llm
 
     cfg = settings()

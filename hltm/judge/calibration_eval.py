@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from hltm.judge.calibration import Calibration, calibrate_vacancies
-from hltm.judge.golden import GoldenReport, GoldenSet
+from hltm.judge.golden import GoldenSet
+from hltm.judge.golden_eval import GoldenReport
 from hltm.judge.lexicon import FAMILY_BY_NAME
 from hltm.judge.roles import title_evidence
 from hltm.memory import lexicon as lx

@@ -1,6 +1,7 @@
 """The frozen golden set: labelled vacancy–resume pairs, their pinned baseline, the evaluation.
 
-**What is frozen** (files in ``golden/``, written once by `freeze_golden`, never by a test):
+**What is frozen** (files in ``golden/``, written once by `golden_freeze.freeze_golden`, never
+by a test):
 
 * ``vacancies.jsonl`` — the vacancies with their requirements, as they were on the freeze date;
 * ``resumes.jsonl``   — every resume of the sample world (both layers) with its content hash;
@@ -16,7 +17,7 @@ every fit and borderline of the active layer, the planted traps (keyword twins, 
 mismatches) and a sample of misses. The set is a snapshot: regenerating the world with a newer
 generator does not change it; only ``hltm judge golden freeze --force`` does.
 
-**Evaluation** (`evaluate_golden`), strict and soft precision@10 per vacancy and pooled
+**Evaluation** (`golden_eval.evaluate_golden`), strict and soft precision@10 per vacancy and pooled
 (Σ hits / Σ shown), for cosine, BM25, RRF and union + judge:
 
 * *closed set* — each method ranks only the labelled pairs of a vacancy;
@@ -35,41 +36,28 @@ import csv
 import hashlib
 import json
 import random
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import date
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder, text_hash
-from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
-from hltm.judge.data import PASSAGE_TOKENS, Requirement, Resume, Vacancy, resume_content_hash
-from hltm.judge.gate import GateDecision, gate_from_counts
-from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
-from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
-from hltm.judge.pools import BM25Index, rrf, union_pool
-from hltm.judge.quotes import sum_counts
-from hltm.judge.tasks import build_payload
-from hltm.llm import LLM, LLMUsage
+from hltm.judge.candidates import QueryVectors
+from hltm.judge.data import PASSAGE_TOKENS, Requirement, Resume, Vacancy
+from hltm.judge.metrics import overall_precision
+from hltm.judge.pools import BM25Index
 
 __all__ = [
     "GOLDEN_DIR",
-    "GoldenReport",
     "GoldenSet",
     "PinCheck",
     "check_pins",
-    "evaluate_golden",
-    "freeze_golden",
     "load_golden",
 ]
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent.parent / "golden"
-FILES = ("vacancies.jsonl", "resumes.jsonl", "labels.csv", "vectors.npz")
-METHODS = ("cosine", "bm25", "rrf", "union+judge")
 K = 10
 
 
@@ -144,10 +132,10 @@ def load_golden(path: Path | str = GOLDEN_DIR, verify: bool = True) -> GoldenSet
             actual = file_sha256(path / name)
             if actual != digest:
                 raise ValueError(f"golden/{name} changed since the freeze (sha256 {actual[:12]}…)")
-    return _read_set(path, manifest)
+    return read_set(path, manifest)
 
 
-def _read_set(path: Path, manifest: dict[str, Any]) -> GoldenSet:
+def read_set(path: Path, manifest: dict[str, Any]) -> GoldenSet:
     vacancies = [
         _vacancy_from(json.loads(line))
         for line in (path / "vacancies.jsonl").read_text(encoding="utf-8").splitlines()
@@ -254,13 +242,13 @@ def bm25_rankings(gs: GoldenSet) -> dict[str, list[tuple[str, float]]]:
     return {v.vacancy_id: index.search(v.bm25_query(), k=len(active)) for v in gs.vacancies}
 
 
-def _labelled_in(order: Sequence[str], labels: Mapping[str, str]) -> list[str]:
+def labelled_in(order: Sequence[str], labels: Mapping[str, str]) -> list[str]:
     return [rid for rid in order if rid in labels]
 
 
 def cosine_pins(gs: GoldenSet, vectors: Vectors) -> dict[str, dict[str, Any]]:
     cos = cosine_rankings(gs, vectors)
-    ranked = {vid: _labelled_in([r for r, _ in cos[vid]], gs.labels.get(vid, {})) for vid in cos}
+    ranked = {vid: labelled_in([r for r, _ in cos[vid]], gs.labels.get(vid, {})) for vid in cos}
     strict = overall_precision(ranked, gs.labels, k=K)
     soft = overall_precision(ranked, gs.labels, k=K, soft=True)
     return {
@@ -271,146 +259,6 @@ def cosine_pins(gs: GoldenSet, vectors: Vectors) -> dict[str, dict[str, Any]]:
         },
         "cosine_soft_p10": {"hits": soft.hits, "shown": soft.shown, "value": round(soft.value, 4)},
     }
-
-
-# ------------------------------------------------------------------------------------- freeze
-
-
-def freeze_golden(
-    out_dir: Path | str,
-    embedder: CachedEmbedder,
-    seed: int = 7,
-    size: str = "demo",
-    frozen_on: date | None = None,
-    force: bool = False,
-) -> dict[str, Any]:
-    """Build the golden set from the sample world (fixed seed) and pin its cosine baseline.
-
-    Refuses to overwrite an existing set unless ``force``: re-freezing changes the yardstick
-    every later number is compared with, so it is done on purpose only.
-    """
-    from hltm.sources.generator import GENERATOR_VERSION, SIZES, generate_world
-
-    out = Path(out_dir)
-    if (out / "manifest.json").exists() and not force:
-        raise FileExistsError(f"{out} already holds a frozen golden set (use force to re-freeze)")
-    work = Path(tempfile.mkdtemp(prefix="golden-world-"))
-    try:
-        generate_world(work, seed=seed, size=SIZES[size])
-        truth = json.loads((work / "ground_truth.json").read_text(encoding="utf-8"))
-        read = lambda name: [  # noqa: E731
-            json.loads(line)
-            for line in (work / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
-        vac_rows, req_rows, res_rows = (
-            read("vacancies"),
-            read("vacancy_requirements"),
-            read("resumes"),
-        )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
-    reqs: dict[str, list[dict[str, Any]]] = {}
-    for r in req_rows:
-        reqs.setdefault(r["vacancy_id"], []).append(
-            {
-                "requirement_id": r["requirement_id"],
-                "text": r["text"],
-                "mandatory": bool(r["mandatory"]),
-            }
-        )
-    with (out / "vacancies.jsonl").open("w", encoding="utf-8", newline="\n") as fh:
-        for v in sorted(vac_rows, key=lambda x: x["vacancy_id"]):
-            row = {
-                **v,
-                "requirements": sorted(
-                    reqs.get(v["vacancy_id"], []), key=lambda x: x["requirement_id"]
-                ),
-            }
-            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-    with (out / "resumes.jsonl").open("w", encoding="utf-8", newline="\n") as fh:
-        for r in sorted(res_rows, key=lambda x: x["resume_id"]):
-            fh.write(
-                json.dumps(
-                    {**r, "content_hash": resume_content_hash(r)},
-                    ensure_ascii=False,
-                    sort_keys=True,
-                )
-                + "\n"
-            )
-    rtruth = truth["resumes"]
-    with (out / "labels.csv").open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(["vacancy_id", "resume_id", "label", "trap"])
-        for lab in sorted(truth["labels"], key=lambda x: (x["vacancy_id"], x["resume_id"])):
-            t = rtruth[lab["resume_id"]]
-            trap = t["trap"] if t.get("trap") and lab["vacancy_id"] in t.get("targets", []) else ""
-            writer.writerow([lab["vacancy_id"], lab["resume_id"], lab["label"], trap])
-    gs = _read_set(out, {})
-    vectors = golden_vectors(gs, embedder, use_snapshot=False)
-    active = gs.active
-    write_snapshot(out, gs, vectors, embedder.model_name)
-    counts = label_counts(gs.labels)
-    manifest = {
-        "name": "judge golden set",
-        "frozen_on": (frozen_on or date.today()).isoformat(),
-        "built_from": {
-            "generator": "hltm.sources.generator.generate_world",
-            "generator_version": GENERATOR_VERSION,
-            "seed": seed,
-            "size": size,
-            "labels": "the world's labelled pairs (label_pair on ground truth): all fits and"
-            " borderlines of the active layer, planted traps, sampled misses",
-        },
-        "counts": {
-            "vacancies": len(gs.vacancies),
-            "resumes": len(gs.resumes),
-            "active_resumes": len(active),
-            "pairs": gs.pairs(),
-            **counts,
-            "trap_pairs": len(gs.traps),
-        },
-        "embedding_model": embedder.model_name,
-        "passage_tokens": gs.passage_tokens,
-        "k": K,
-        "pool": {"k_vector": K_VECTOR, "k_bm25": K_BM25},
-        "pins": cosine_pins(gs, vectors),
-        "files": {name: file_sha256(out / name) for name in FILES},
-    }
-    write_manifest(out, manifest)
-    return manifest
-
-
-def write_snapshot(out: Path, gs: GoldenSet, vectors: Vectors, model: str) -> None:
-    """``vectors.npz``: the active resumes' and the vacancies' vectors with their text hashes."""
-    active = gs.active
-    np.savez_compressed(
-        out / "vectors.npz",
-        model=np.array(model),
-        resume_ids=np.array([r.resume_id for r in active]),
-        resume_hashes=np.array([text_hash(gs.passage(r)) for r in active]),
-        resume_vectors=np.stack([vectors.resumes[r.resume_id] for r in active]).astype(np.float32),
-        vacancy_ids=np.array([v.vacancy_id for v in gs.vacancies]),
-        vacancy_hashes=np.array([text_hash(v.vector_query()) for v in gs.vacancies]),
-        vacancy_vectors=np.stack([vectors.queries[v.vacancy_id] for v in gs.vacancies]).astype(
-            np.float32
-        ),
-    )
-
-
-def label_counts(labels: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
-    counts = {"fit": 0, "borderline": 0, "miss": 0}
-    for per_vacancy in labels.values():
-        for label in per_vacancy.values():
-            counts[label] += 1
-    return counts
-
-
-def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
-    (out / "manifest.json").write_text(
-        json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
 
 
 # --------------------------------------------------------------------------------------- pins
@@ -468,300 +316,3 @@ def check_pins(
     if drift > 1e-3:
         parts.append(f"snapshot drift {drift:.2e} > 1e-3: re-embedding disagrees with vectors.npz")
     return PinCheck(ok, pinned, measured, checked, drift, "; ".join(parts))
-
-
-# --------------------------------------------------------------------------------- evaluation
-
-
-@dataclass
-class GoldenReport:
-    config: JudgeConfig
-    precision: dict[tuple[str, str, str], PrecisionResult]  # (setting, method, strict|soft)
-    recall: dict[str, tuple[int, int]]  # pool name → (fits found, fits labelled)
-    invisible_fits: int  # fits outside the vector top-100
-    rescued_fits: int  # of those, in the union pool
-    rrf_rescued: int  # of those, in the RRF top-100
-    judged: int
-    cached: int
-    failed: int
-    usage: LLMUsage
-    gate: GateDecision
-    pins: dict[str, Any]
-    vacancies: list[str] = field(default_factory=list)
-    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-    def value(self, setting: str, method: str, soft: bool = False) -> float:
-        return self.precision[(setting, method, "soft" if soft else "strict")].value
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config.as_metadata(),
-            "precision": {
-                f"{s}/{m}/{kind}": {"hits": p.hits, "shown": p.shown, "value": round(p.value, 4)}
-                for (s, m, kind), p in self.precision.items()
-            },
-            "fit_recall": {k: {"found": f, "of": t} for k, (f, t) in self.recall.items()},
-            "invisible_fits": self.invisible_fits,
-            "rescued_by_union": self.rescued_fits,
-            "rescued_by_rrf": self.rrf_rescued,
-            "judged": self.judged,
-            "cached": self.cached,
-            "failed": self.failed,
-            "gate": {"passed": self.gate.passed, "rate": round(self.gate.rate, 4)},
-            "pins": self.pins,
-        }
-
-    def table(self) -> str:
-        """The evaluation as a Markdown table (what the closing note and the UI show)."""
-
-        def cell(setting: str, method: str, soft: bool) -> str:
-            p = self.precision[(setting, method, "soft" if soft else "strict")]
-            return f"{p.value:.1%} ({p.hits}/{p.shown})"
-
-        lines = [
-            "| method | closed strict P@10 | closed soft P@10 | live strict P@10 | live soft P@10 |",
-            "|---|---|---|---|---|",
-        ]
-        for m in METHODS:
-            lines.append(
-                f"| {m} | {cell('closed', m, False)} | {cell('closed', m, True)} |"
-                f" {cell('live', m, False)} | {cell('live', m, True)} |"
-            )
-        lines += ["", "| pool | fit recall |", "|---|---|"]
-        for name, (found, total) in self.recall.items():
-            lines.append(
-                f"| {name} | {found}/{total} ({found / total:.1%}) |"
-                if total
-                else f"| {name} | – |"
-            )
-        lines.append("")
-        lines.append(
-            f"Fits outside the vector top-{K_VECTOR}: {self.invisible_fits}; the union pool"
-            f" rescues {self.rescued_fits}, the RRF top-{K_VECTOR} {self.rrf_rescued}."
-        )
-        lo_c, hi_c = self.spread.get("cosine", (0.0, 0.0))
-        lo_j, hi_j = self.spread.get("union+judge", (0.0, 0.0))
-        lines.append(
-            f"Per-vacancy strict P@10 (closed): cosine {lo_c:.0%}–{hi_c:.0%},"
-            f" union+judge {lo_j:.0%}–{hi_j:.0%}. Judge: {self.config.model}"
-            f" ({self.config.prompt_version}); {self.judged} pairs judged now, {self.cached} from"
-            f" the cache, {self.failed} failed; {self.usage.calls} LLM calls,"
-            f" {self.usage.prompt_tokens + self.usage.completion_tokens} tokens; quote gate"
-            f" {self.gate.reason}."
-        )
-        return "\n".join(lines)
-
-    def per_vacancy_table(self) -> str:
-        """Strict · soft hits in each vacancy's top 10, every method, closed set and live pool."""
-        head = " | ".join(f"{m} {s}" for s in ("closed", "live") for m in METHODS)
-        lines = [f"| vacancy | {head} |", "|---" * (1 + 2 * len(METHODS)) + "|"]
-        for vid in self.vacancies:
-            cells = []
-            for setting in ("closed", "live"):
-                for method in METHODS:
-                    h, n = self.precision[(setting, method, "strict")].per_vacancy.get(vid, (0, 0))
-                    soft, _ = self.precision[(setting, method, "soft")].per_vacancy.get(vid, (0, 0))
-                    cells.append(f"{h} · {soft} /{n}")
-            lines.append(f"| {vid} | " + " | ".join(cells) + " |")
-        return "\n".join(lines)
-
-
-def evaluate_golden(
-    gs: GoldenSet,
-    llm: LLM,
-    embedder: CachedEmbedder,
-    derived_db: Path | str,
-    *,
-    reasoning_effort: str | None = None,
-    workers: int = 5,
-    run_id: str = "golden",
-    vacancy_ids: Sequence[str] | None = None,
-) -> GoldenReport:
-    """Judge the golden pairs (cached ones are free) and compute every baseline's numbers."""
-    config = judge_config(llm, reasoning_effort)
-    vectors = golden_vectors(gs, embedder, QueryVectors(embedder, derived_db))
-    cos = cosine_rankings(gs, vectors)
-    bm = bm25_rankings(gs)
-    by_id = gs.resume_by_id
-    vacancies = [v for v in gs.vacancies if vacancy_ids is None or v.vacancy_id in vacancy_ids]
-    labels = {v.vacancy_id: gs.labels.get(v.vacancy_id, {}) for v in vacancies}
-
-    rankings: dict[tuple[str, str], dict[str, list[str]]] = {}
-    pools: dict[str, dict[str, list[str]]] = {"vector": {}, "bm25": {}, "rrf": {}, "union": {}}
-    judged = cached = failed = 0
-    usage = LLMUsage()
-    counts = []
-    invisible = rescued = rrf_rescued = 0
-    for v in vacancies:
-        vid = v.vacancy_id
-        lab = labels[vid]
-        cos_ids = [r for r, _ in cos[vid]]
-        bm_ids = [r for r, _ in bm[vid]]
-        fused_all = [r for r, _ in rrf([cos_ids, bm_ids])]
-        vec_top = cos[vid][:K_VECTOR]
-        bm_top = bm[vid][:K_BM25]
-        union = [str(e.id) for e in union_pool(vec_top, bm_top, K_VECTOR, K_BM25)]
-        fused_live = [r for r, _ in rrf([[r for r, _ in vec_top], [r for r, _ in bm_top]])][
-            :K_VECTOR
-        ]
-        pools["vector"][vid] = [r for r, _ in vec_top]
-        pools["bm25"][vid] = [r for r, _ in bm_top]
-        pools["rrf"][vid] = fused_live
-        pools["union"][vid] = union
-        fits = {r for r, label in lab.items() if label == "fit"}
-        outside = fits - set(pools["vector"][vid])
-        invisible += len(outside)
-        rescued += len(outside & set(union))
-        rrf_rescued += len(outside & set(fused_live))
-
-        # judge every labelled pair (closed set ⊇ live pool), ties in cosine order
-        closed_order = _labelled_in(cos_ids, lab)
-        report = judge_pool(
-            derived_db, llm, v, [by_id[r] for r in closed_order], config=config,
-            budget=Budget(None), workers=workers, run_id=run_id,
-        )  # fmt: skip
-        judged += report.evaluated
-        cached += report.cached
-        failed += report.failed
-        usage = _add(usage, report.usage)
-        scores = cached_scores(derived_db, v, [by_id[r] for r in closed_order], config)
-        counts.append(_counts_from(scores))
-
-        def by_overall(order: Sequence[str], scores: Mapping[str, Any] = scores) -> list[str]:
-            judged_ids = [r for r in order if r in scores]
-            return sorted(judged_ids, key=lambda r: -int(scores[r]["overall"]))
-
-        rankings.setdefault(("closed", "cosine"), {})[vid] = closed_order
-        rankings.setdefault(("closed", "bm25"), {})[vid] = _labelled_in(
-            bm_ids + [r for r in cos_ids if r not in set(bm_ids)], lab
-        )
-        rankings.setdefault(("closed", "rrf"), {})[vid] = _labelled_in(
-            fused_all + [r for r in cos_ids if r not in set(fused_all)], lab
-        )
-        rankings.setdefault(("closed", "union+judge"), {})[vid] = by_overall(closed_order)
-        rankings.setdefault(("live", "cosine"), {})[vid] = _labelled_in(pools["vector"][vid], lab)
-        rankings.setdefault(("live", "bm25"), {})[vid] = _labelled_in(pools["bm25"][vid], lab)
-        rankings.setdefault(("live", "rrf"), {})[vid] = _labelled_in(fused_live, lab)
-        rankings.setdefault(("live", "union+judge"), {})[vid] = by_overall(_labelled_in(union, lab))
-
-    precision = {}
-    for (setting, method), ranked in rankings.items():
-        for kind in ("strict", "soft"):
-            precision[(setting, method, kind)] = overall_precision(
-                ranked, labels, k=K, soft=kind == "soft"
-            )
-    recall = {
-        f"vector top-{K_VECTOR}": overall_fit_recall(pools["vector"], labels),
-        f"BM25 top-{K_BM25}": overall_fit_recall(pools["bm25"], labels),
-        f"RRF top-{K_VECTOR}": overall_fit_recall(pools["rrf"], labels),
-        f"union (vector {K_VECTOR} ∪ BM25 {K_BM25})": overall_fit_recall(pools["union"], labels),
-    }
-    spread = {}
-    for method in ("cosine", "union+judge"):
-        values = list(precision[("closed", method, "strict")].per_vacancy_values().values())
-        spread[method] = (min(values), max(values)) if values else (0.0, 0.0)
-    return GoldenReport(
-        config=config, precision=precision, recall=recall, invisible_fits=invisible,
-        rescued_fits=rescued, rrf_rescued=rrf_rescued, judged=judged, cached=cached,
-        failed=failed, usage=usage, gate=gate_from_counts(sum_counts(counts)),
-        pins=gs.pins, vacancies=[v.vacancy_id for v in vacancies], spread=spread,
-    )  # fmt: skip
-
-
-def _add(a: LLMUsage, b: LLMUsage) -> LLMUsage:
-    return LLMUsage(
-        a.calls + b.calls, a.prompt_tokens + b.prompt_tokens,
-        a.completion_tokens + b.completion_tokens, a.failed_calls + b.failed_calls,
-        a.seconds + b.seconds,
-    )  # fmt: skip
-
-
-def _counts_from(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
-    return {
-        "mandatory_quotes": sum(int(s["mandatory_quotes"] or 0) for s in scores.values()),
-        "mandatory_survived": sum(int(s["mandatory_survived"] or 0) for s in scores.values()),
-    }
-
-
-def save_report(derived_db: Path | str, report: GoldenReport, run_id: str = "") -> None:
-    """Append an evaluation to ``judge_golden_evaluations`` (one JSON row per run)."""
-    from datetime import UTC, datetime
-
-    from hltm.warehouse import connect
-
-    with connect(derived_db) as con:
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS judge_golden_evaluations (evaluated_at TIMESTAMP,"
-            " run_id VARCHAR, model VARCHAR, prompt_version VARCHAR, report VARCHAR)"
-        )
-        con.execute(
-            "INSERT INTO judge_golden_evaluations VALUES (?, ?, ?, ?, ?)",
-            [
-                datetime.now(UTC).replace(tzinfo=None), run_id, report.config.model,
-                report.config.prompt_version, json.dumps(report.as_dict(), ensure_ascii=False),
-            ],
-        )  # fmt: skip
-
-
-# ------------------------------------------------------------------- quote relevance threshold
-
-
-@dataclass(frozen=True)
-class RelevanceMeasure:
-    """Raw e5 cosines of requirement–quote pairs that share no key term, and the threshold."""
-
-    supporting: list[float]  # the judge's own quote for the requirement, on fit pairs
-    foreign: list[float]  # a quote the judge cited for another vacancy's requirement
-    threshold: float
-    accuracy: float  # balanced accuracy of the threshold on the two lists
-
-    def summary(self) -> str:
-        def q(values: list[float]) -> str:
-            if not values:
-                return "none"
-            p = np.percentile(values, [10, 50, 90])
-            return f"n={len(values)}, p10 {p[0]:.3f}, median {p[1]:.3f}, p90 {p[2]:.3f}"
-
-        return (
-            f"supporting quotes: {q(self.supporting)}\nforeign quotes: {q(self.foreign)}\n"
-            f"threshold {self.threshold:.3f} (balanced accuracy {self.accuracy:.1%})"
-        )
-
-
-def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> RelevanceMeasure:
-    """How `quotes.RELEVANCE_THRESHOLD` was chosen: the offline judge's quotes on up to
-    ``per_vacancy`` fit pairs per vacancy are *supporting* for their own requirement and
-    *foreign* for a requirement of another vacancy; only pairs sharing no key term count (the
-    others pass on terms); the threshold maximises balanced accuracy between the two."""
-    from hltm.embeddings import prefetch_texts, similarities
-    from hltm.judge.heuristic import judge_offline
-    from hltm.judge.quotes import shared_terms
-
-    rng = random.Random(seed)
-    by_id = gs.resume_by_id
-    cited: list[tuple[str, str, str]] = []  # (vacancy id, requirement, quote)
-    for v in gs.vacancies:
-        fits = sorted(r for r, label in gs.labels.get(v.vacancy_id, {}).items() if label == "fit")
-        for rid in rng.sample(fits, k=min(per_vacancy, len(fits))):
-            verdict = judge_offline(build_payload(v, by_id[rid]))
-            for item in verdict["checklist"]:
-                if item["quote"] and item["status"] == "met":
-                    cited.append((v.vacancy_id, item["requirement"], item["quote"]))
-    pairs: list[tuple[bool, str, str]] = []
-    for vid, req, quote in cited:
-        pairs.append((True, req, quote))
-        others = [c for c in cited if c[0] != vid]
-        if others:
-            pairs.append((False, req, rng.choice(others)[2]))
-    pairs = [p for p in pairs if shared_terms(p[1], p[2]) == 0]
-    prefetch_texts([t for _, req, quote in pairs for t in (req, quote)])
-    sims = [(ok, similarities(req, [quote])[0]) for ok, req, quote in pairs]
-    pos = [s for ok, s in sims if ok]
-    neg = [s for ok, s in sims if not ok]
-    best = (0.0, 1.0)
-    for cut in sorted({round(s, 3) for _, s in sims}):
-        tpr = sum(s >= cut for s in pos) / len(pos) if pos else 0.0
-        tnr = sum(s < cut for s in neg) / len(neg) if neg else 0.0
-        if (tpr + tnr) / 2 > best[0]:
-            best = ((tpr + tnr) / 2, cut)
-    return RelevanceMeasure(pos, neg, best[1], best[0])

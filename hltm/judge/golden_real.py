@@ -39,17 +39,8 @@ from typing import Any
 from hltm.embeddings import CachedEmbedder
 from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
-from hltm.judge.golden import (
-    GOLDEN_DIR,
-    GoldenSet,
-    K,
-    cosine_pins,
-    file_sha256,
-    golden_vectors,
-    label_counts,
-    write_manifest,
-    write_snapshot,
-)
+from hltm.judge.golden import GOLDEN_DIR, GoldenSet, K, cosine_pins, file_sha256, golden_vectors
+from hltm.judge.golden_freeze import label_counts, write_manifest, write_snapshot
 from hltm.settings import realdata_dir
 
 __all__ = [
