@@ -24,7 +24,8 @@ from typing import Any
 
 from hltm.memory import RefreshReport, builder_from_settings
 from hltm.settings import Settings, realdata_dir
-from hltm.sources.ingest import IngestReport, ingest_directory
+from hltm.sources.ingest import ingest_directory
+from hltm.sources.report import IngestReport
 
 
 def realdata_file(name: str, directory: Path | str | None = None) -> Path:
