@@ -84,10 +84,7 @@ import base64
 import contextlib
 import copy
 import importlib
-import json
 import logging
-import math
-import re
 import signal
 import socket
 import threading
@@ -95,7 +92,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import uvicorn
@@ -107,13 +104,22 @@ from starlette.routing import Route
 
 from hltm.llm import (
     DETERMINISTIC_MODEL,
-    INPUT_FENCE,
     Task,
     payload_from_messages,
     prompt_tokens,
     registered_schemas,
-    task_for_schema,
-    task_for_system_prompt,
+)
+from hltm.testing import protocol
+from hltm.testing.faults import (
+    ALWAYS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_RETRY_AFTER_S,
+    Endpoint,
+    Fault,
+    FaultError,
+    fault_fields,
+    make_fault,
+    render,
 )
 from hltm.tokens import count_tokens
 
@@ -125,56 +131,6 @@ DEFAULT_TASK_MODULES: tuple[str, ...] = (
     "hltm.judge.tasks",
     "hltm.query.tasks",
 )
-
-ALWAYS = "always"
-TRANSPORT_FAULTS = ("http_429", "http_500", "timeout")
-CONTENT_FAULTS = (
-    "malformed_json",
-    "truncated_json",
-    "finish_length",
-    "schema_violation",
-    "invented_quotes",
-    "refusal",
-    "content_filter",
-    "reject_json_schema",
-    "fenced_json",
-    "repetition_loop",
-    "unknown_ids",
-    "echo_examples",
-)
-FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
-ENDPOINTS = ("chat", "embeddings")
-DEFAULT_TIMEOUT_DELAY_S = 5.0
-DEFAULT_RETRY_AFTER_S = 1.0
-DEFAULT_MAX_TOKENS = 4096  # what a looping model produces when the request sets no bound
-ID_FIELDS = ("source", "sources", "support")
-
-Endpoint = Literal["chat", "embeddings"]
-
-
-@dataclass
-class Fault:
-    """One injected misbehaviour. `times=None` means always."""
-
-    kind: str
-    times: int | None = 1
-    match: str | None = None
-    endpoint: str = "chat"
-    delay_s: float = DEFAULT_TIMEOUT_DELAY_S
-    retry_after_s: float | None = None
-    served: int = 0
-
-    def applies_to(self, endpoint: str, text: str, response_format: str | None) -> bool:
-        if self.endpoint != endpoint or (self.times is not None and self.times <= 0):
-            return False
-        if self.kind == "reject_json_schema" and response_format != "json_schema":
-            return False
-        return self.match is None or self.match in text
-
-    def as_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["times"] = ALWAYS if self.times is None else self.times
-        return out
 
 
 @dataclass
@@ -206,10 +162,6 @@ class ServerStats:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class FaultError(ValueError):
-    """An `inject` request that cannot be honoured."""
 
 
 class _State:
@@ -261,322 +213,6 @@ class _State:
             if usage and record.endpoint == "chat":
                 self.stats.prompt_tokens += usage["prompt_tokens"]
                 self.stats.completion_tokens += usage["completion_tokens"]
-
-
-def make_fault(
-    kind: str,
-    times: int | str = 1,
-    match: str | None = None,
-    *,
-    endpoint: str = "chat",
-    delay_s: float | None = None,
-    retry_after_s: float | None = None,
-) -> Fault:
-    """Validate the fields of a fault (as given to `inject` or `POST /_faults`)."""
-    if kind not in FAULT_KINDS:
-        raise FaultError(f"unknown fault kind {kind!r}; expected one of {', '.join(FAULT_KINDS)}")
-    if endpoint not in ENDPOINTS:
-        raise FaultError(f"unknown endpoint {endpoint!r}; expected 'chat' or 'embeddings'")
-    if endpoint == "embeddings" and kind not in TRANSPORT_FAULTS:
-        raise FaultError(f"fault {kind!r} only applies to chat completions")
-    if times == ALWAYS:
-        count: int | None = None
-    elif isinstance(times, int) and not isinstance(times, bool) and times >= 1:
-        count = times
-    else:
-        raise FaultError(f"times must be a positive integer or 'always', not {times!r}")
-    if match is not None and (not isinstance(match, str) or not match):
-        raise FaultError("match must be a non-empty string (or absent)")
-    for name, value in (("delay_s", delay_s), ("retry_after_s", retry_after_s)):
-        if value is not None and (
-            not isinstance(value, int | float) or not math.isfinite(value) or value < 0
-        ):
-            raise FaultError(f"{name} must be a non-negative number, not {value!r}")
-    return Fault(
-        kind=kind,
-        times=count,
-        match=match,
-        endpoint=endpoint,
-        delay_s=DEFAULT_TIMEOUT_DELAY_S if delay_s is None else float(delay_s),
-        retry_after_s=None if retry_after_s is None else float(retry_after_s),
-    )
-
-
-# --------------------------------------------------------------------------- answers and faults
-
-
-def _error(
-    status: int, message: str, kind: str, code: str | None = None, **headers: str
-) -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers or None)
-
-
-def _text_of(content: Any) -> str:
-    """A message's text, whether a string or a list of content parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
-def _user_text(messages: list[Any]) -> str:
-    """All user turns (the payload's and any re-ask's), what a fault's `match` looks at."""
-    texts = [
-        _text_of(m.get("content"))
-        for m in messages
-        if isinstance(m, dict) and m.get("role") == "user"
-    ]
-    return "\n".join(texts)
-
-
-def _schema_name(response_format: Any) -> str | None:
-    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
-        return None
-    spec = response_format.get("json_schema")
-    name = spec.get("name") if isinstance(spec, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
-def _format_type(response_format: Any) -> str | None:
-    kind = response_format.get("type") if isinstance(response_format, dict) else None
-    return kind if kind in ("json_schema", "json_object") else None
-
-
-def _find_task(body: dict[str, Any], messages: list[Any]) -> tuple[str | None, Task[Any] | None]:
-    """By the json_schema name the SDK sends, else (json_object / plain text) by the system
-    prompt, which a degraded request still opens with."""
-    schema = _schema_name(body.get("response_format"))
-    if schema is not None:
-        return schema, task_for_schema(schema)
-    system = next(
-        (
-            _text_of(m.get("content"))
-            for m in messages
-            if isinstance(m, dict) and m.get("role") == "system"
-        ),
-        "",
-    )
-    task = task_for_system_prompt(system) if system else None
-    return (task.schema_name if task else None), task
-
-
-def _max_tokens(body: dict[str, Any]) -> int | None:
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-def _retry_headers(seconds: float) -> dict[str, str]:
-    # Retry-After is whole seconds by the standard; retry-after-ms (which the openai SDK prefers,
-    # and OpenAI sends) carries the exact figure, so tests can ask for short pauses.
-    return {
-        "retry-after": str(max(1, math.ceil(seconds))),
-        "retry-after-ms": str(round(seconds * 1000)),
-    }
-
-
-def _violate_schema(answer: Any, task: Task[Any]) -> str:
-    """Valid JSON that the task's output model rejects (checked, not assumed)."""
-    model = task.output_model
-    candidates: list[Any] = []
-    if isinstance(answer, dict):
-        required = [name for name, f in model.model_fields.items() if f.is_required()]
-        if required:
-            candidates.append({k: v for k, v in answer.items() if k not in required})
-        # Every field given a value of the wrong shape.
-        candidates.append({k: {"unexpected": [v]} for k, v in answer.items()})
-        candidates.append({k: [v] if not isinstance(v, list) else 12345 for k, v in answer.items()})
-    candidates.append([answer])  # an array where an object is required: always wrong
-    for candidate in candidates:
-        text = json.dumps(candidate, ensure_ascii=False, sort_keys=True)
-        try:
-            model.model_validate_json(text)
-        except ValueError:  # pydantic.ValidationError is a ValueError
-            return text
-    return json.dumps([answer], ensure_ascii=False)
-
-
-_INVENTED_EN = (
-    "Led a team of 14 engineers migrating the billing platform to Kubernetes at Northwind Labs",
-    "Cut p99 checkout latency from 900 ms to 120 ms by rewriting the pricing service in Rust",
-    "Designed an event-sourced ledger processing 40 million transactions a day on Kafka",
-    "Mentored six junior developers and ran the company-wide code review guild for two years",
-    "Built a real-time fraud scoring pipeline with Flink and ClickHouse serving 3 markets",
-    "Owned the on-call rotation and reduced production incidents by 65% year over year",
-    "Shipped a multi-tenant GraphQL gateway adopted by 30 internal product teams",
-    "Holds an AWS Certified Solutions Architect Professional certification since 2019",
-)
-_INVENTED_RU = (
-    "Руководил командой из 14 инженеров при переносе биллинга в Kubernetes в Норд-Софт",
-    "Сократил задержку оформления заказа с 900 до 120 мс, переписав сервис цен на Rust",
-    "Спроектировал событийный реестр, обрабатывающий 40 млн транзакций в день на Kafka",
-    "Был наставником шести младших разработчиков и вёл гильдию код-ревью два года",
-    "Построил конвейер оценки мошенничества в реальном времени на Flink и ClickHouse",
-    "Отвечал за дежурства и снизил число инцидентов в продакшене на 65% за год",
-    "Запустил мультиарендный GraphQL-шлюз, которым пользуются 30 продуктовых команд",
-    "Имеет сертификат AWS Solutions Architect Professional с 2019 года",
-)
-_CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
-
-
-def _haystack(user_text: str, payload: Any) -> str:
-    """Everything the model was shown, lowercased and whitespace-folded, payload strings decoded."""
-    parts = [user_text]
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            parts.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(payload)
-    return " ".join(" ".join(parts).lower().split())
-
-
-def _invent_quotes(answer: Any, user_text: str, payload: Any) -> Any:
-    """Replace every non-null string `quote` (at any depth) with text absent from the input."""
-    haystack = _haystack(user_text, payload)
-    pool = _INVENTED_RU if _CYRILLIC.search(user_text) else _INVENTED_EN
-    counter = 0
-
-    def fresh(original: str) -> str:
-        nonlocal counter
-        while True:
-            base = pool[counter % len(pool)]
-            text = base if counter < len(pool) else f"{base} (project {counter // len(pool)})"
-            counter += 1
-            folded = " ".join(text.lower().split())
-            if folded not in haystack and text != original:
-                return text
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                k: fresh(v) if k == "quote" and isinstance(v, str) and v else walk(v)
-                for k, v in value.items()
-            }
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
-
-    return walk(answer)
-
-
-def _cite_unknown_ids(answer: Any, haystack: str) -> Any:
-    """Every id field's value(s) replaced by ids that occur nowhere in the input."""
-    counter = 0
-
-    def unknown() -> str:
-        nonlocal counter
-        while True:
-            counter += 1
-            candidate = f"unknown-id-{counter:04d}"
-            if candidate not in haystack:
-                return candidate
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                if k in ID_FIELDS and isinstance(v, str) and v:
-                    out[k] = unknown()
-                elif k in ID_FIELDS and isinstance(v, list):
-                    out[k] = [unknown() for _ in v]
-                else:
-                    out[k] = walk(v)
-            return out
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
-
-    return walk(answer)
-
-
-_BACKTICK_EXAMPLE = re.compile(r"`([a-z_]+): ([^`\n]+)`")
-_JSON_EXAMPLE = re.compile(r'\{"field": "([a-z_]+)", "value": "([^"\n]+)"')
-
-
-def _prompt_examples(messages: list[Any]) -> list[tuple[str, str]]:
-    """`field: value` examples in the prompt's instructions (never in the payload block)."""
-    found: list[tuple[str, str]] = []
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ("system", "user"):
-            continue
-        text = _text_of(message.get("content")).split(INPUT_FENCE)[0]
-        for pattern in (_BACKTICK_EXAMPLE, _JSON_EXAMPLE):
-            found += [(f, " ".join(v.split())) for f, v in pattern.findall(text)]
-    return list(dict.fromkeys(found))
-
-
-def _echo_examples(answer: Any, examples: list[tuple[str, str]]) -> Any:
-    """Lists of {field, value} items become the prompt's examples (other keys kept)."""
-    if not examples:
-        return answer
-    if isinstance(answer, dict):
-        return {k: _echo_examples(v, examples) for k, v in answer.items()}
-    if isinstance(answer, list):
-        if answer and all(isinstance(i, dict) and {"field", "value"} <= set(i) for i in answer):
-            template = answer[0]
-            return [{**template, "field": f, "value": v} for f, v in examples]
-        return [_echo_examples(v, examples) for v in answer]
-    return answer
-
-
-def _repetition_loop(text: str, max_tokens: int) -> str:
-    """A start of the answer, then one line over and over until `max_tokens` tokens."""
-    start = text[: max(1, len(text) // 3)]
-    line = ' "and the same line again and again",\n'
-    room = max(0, max_tokens - count_tokens(start))
-    return start + line * max(1, room // count_tokens(line))
-
-
-def _render(
-    kind: str | None,
-    answer: Any,
-    task: Task[Any],
-    user_text: str,
-    payload: Any,
-    messages: list[Any],
-    max_tokens: int,
-) -> tuple[str | None, str, str | None]:
-    """(content, finish_reason, refusal) for the answer, bent by the fault if there is one."""
-    text = json.dumps(answer, ensure_ascii=False, sort_keys=True)
-    if kind == "malformed_json":
-        # Python's repr (single quotes): looks like JSON, parses as none, even salvaged.
-        chatty = f"Sure! Here is the {task.schema_name} you asked for:\n{answer!r}\nHope it helps."
-        return chatty, "stop", None
-    if kind == "fenced_json":
-        return f"Here is the JSON:\n```json\n{text}\n```", "stop", None
-    if kind == "repetition_loop":
-        return _repetition_loop(text, max_tokens), "length", None
-    if kind == "unknown_ids":
-        cited = _cite_unknown_ids(answer, _haystack(user_text, payload))
-        return json.dumps(cited, ensure_ascii=False, sort_keys=True), "stop", None
-    if kind == "echo_examples":
-        echoed = _echo_examples(answer, _prompt_examples(messages))
-        return json.dumps(echoed, ensure_ascii=False, sort_keys=True), "stop", None
-    if kind == "truncated_json":
-        return text[: max(1, len(text) // 2)], "length", None
-    if kind == "finish_length":
-        return text, "length", None
-    if kind == "schema_violation":
-        return _violate_schema(answer, task), "stop", None
-    if kind == "invented_quotes":
-        invented = _invent_quotes(answer, user_text, payload)
-        return json.dumps(invented, ensure_ascii=False, sort_keys=True), "stop", None
-    if kind == "refusal":
-        return None, "stop", "I'm sorry, but I can't help with that request."
-    if kind == "content_filter":
-        return None, "content_filter", None
-    return text, "stop", None
 
 
 # --------------------------------------------------------------------------------- the server
@@ -804,21 +440,23 @@ class LocalOpenAIServer:
             return None
         if fault.kind == "http_429":
             wait = DEFAULT_RETRY_AFTER_S if fault.retry_after_s is None else fault.retry_after_s
-            return _error(
+            return protocol.error(
                 429,
                 "Rate limit reached (injected fault). Please retry after the indicated time.",
                 "requests",
                 "rate_limit_exceeded",
-                **_retry_headers(wait),
+                **protocol.retry_headers(wait),
             )
         if fault.kind == "http_500":
-            headers = {} if fault.retry_after_s is None else _retry_headers(fault.retry_after_s)
-            return _error(
+            headers = (
+                {} if fault.retry_after_s is None else protocol.retry_headers(fault.retry_after_s)
+            )
+            return protocol.error(
                 500, "The server had an error (injected fault).", "server_error", None, **headers
             )
         if fault.kind == "reject_json_schema":
             # llama.cpp's server, verbatim in substance: its pydantic check of response_format.
-            return _error(
+            return protocol.error(
                 500,
                 "1 validation error for ResponseFormat\ntype\n  Input should be 'text' or "
                 "'json_object' [type=literal_error, input_value='json_schema', input_type=str]",
@@ -838,22 +476,22 @@ class LocalOpenAIServer:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
             state.record(RequestRecord("chat", None, None, 400))
-            return _error(
+            return protocol.error(
                 400,
                 "the body must be JSON with a non-empty 'messages' list",
                 "invalid_request_error",
             )
         if body.get("stream"):
             state.record(RequestRecord("chat", None, None, 400))
-            return _error(
+            return protocol.error(
                 400, "streaming is not supported by this test server", "invalid_request_error"
             )
-        schema, task = _find_task(body, messages)
-        response_format = _format_type(body.get("response_format"))
-        max_tokens = _max_tokens(body)
+        schema, task = protocol.find_task(body, messages)
+        response_format = protocol.format_type(body.get("response_format"))
+        max_tokens = protocol.max_tokens(body)
         if schema is None:
             state.record(RequestRecord("chat", None, None, 400, response_format, max_tokens))
-            return _error(
+            return protocol.error(
                 400,
                 "no task for this request: name the output model in the request's schema, or open "
                 "the messages with a registered task's system prompt",
@@ -862,7 +500,7 @@ class LocalOpenAIServer:
             )
         if task is None:
             state.record(RequestRecord("chat", schema, None, 400, response_format, max_tokens))
-            return _error(
+            return protocol.error(
                 400,
                 f"no task is registered for the schema named {schema!r}. "
                 "Import the module that defines the task (hltm.llm.load_task/register_task) "
@@ -871,7 +509,7 @@ class LocalOpenAIServer:
                 "invalid_request_error",
                 "unknown_schema",
             )
-        user_text = _user_text(messages)
+        user_text = protocol.user_text(messages)
         fault = state.take("chat", user_text, response_format)
         kind = fault.kind if fault else None
 
@@ -925,7 +563,7 @@ class LocalOpenAIServer:
             payload = payload_from_messages(messages)
         except (ValueError, KeyError, TypeError):
             record(400)
-            return _error(
+            return protocol.error(
                 400,
                 "the last message carries no ```json payload block (rendered by hltm.llm.Task)",
                 "invalid_request_error",
@@ -936,7 +574,7 @@ class LocalOpenAIServer:
         except Exception as err:  # a bug in the handler: say so, and tell the SDK not to retry
             log.exception("offline handler of task %r failed", task.name)
             record(500)
-            return _error(
+            return protocol.error(
                 500,
                 f"offline handler of task {task.name!r} failed: {type(err).__name__}: {err}",
                 "server_error",
@@ -945,11 +583,15 @@ class LocalOpenAIServer:
             )
         # A fixed latency per answer, the handler's own time included (it stands for the model).
         await self._pause(self.latency_s - (time.monotonic() - started))
-        content, finish_reason, refusal = _render(
+        content, finish_reason, refusal = render(
             kind, answer, task, user_text, payload, messages, max_tokens or DEFAULT_MAX_TOKENS
         )
         sent_tokens = prompt_tokens(
-            [{"content": _text_of(m.get("content"))} for m in messages if isinstance(m, dict)]
+            [
+                {"content": protocol.text_of(m.get("content"))}
+                for m in messages
+                if isinstance(m, dict)
+            ]
         )
         completion_tokens = count_tokens(content or refusal or "")
         usage = {
@@ -995,7 +637,7 @@ class LocalOpenAIServer:
         texts = [raw] if isinstance(raw, str) else raw
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             state.record(RequestRecord("embeddings", None, None, 400))
-            return _error(
+            return protocol.error(
                 400,
                 "'input' must be a string or a non-empty list of strings (token arrays are not "
                 "supported by this test server)",
@@ -1005,7 +647,7 @@ class LocalOpenAIServer:
         dimensions = body.get("dimensions")
         if encoding not in ("float", "base64") or dimensions not in (None, 384):
             state.record(RequestRecord("embeddings", None, None, 400))
-            return _error(
+            return protocol.error(
                 400,
                 "encoding_format must be 'float' or 'base64' and dimensions absent or 384",
                 "invalid_request_error",
@@ -1056,16 +698,16 @@ class LocalOpenAIServer:
             try:
                 body = await request.json()
             except ValueError:
-                return _error(
+                return protocol.error(
                     400,
                     "the body must be a JSON object (or a list of them)",
                     "invalid_request_error",
                 )
             specs = body if isinstance(body, list) else [body]
             try:
-                faults = [make_fault(**_fault_fields(spec)) for spec in specs]
+                faults = [make_fault(**fault_fields(spec)) for spec in specs]
             except (FaultError, TypeError) as err:
-                return _error(400, str(err), "invalid_request_error", "bad_fault")
+                return protocol.error(400, str(err), "invalid_request_error", "bad_fault")
             for fault in faults:
                 self._state.add(fault)
         return JSONResponse({"faults": [f.as_json() for f in self.faults]})
@@ -1077,16 +719,6 @@ class LocalOpenAIServer:
 
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
-
-
-def _fault_fields(spec: Any) -> dict[str, Any]:
-    if not isinstance(spec, dict) or "kind" not in spec:
-        raise FaultError("each fault must be a JSON object with at least 'kind'")
-    allowed = {"kind", "times", "match", "endpoint", "delay_s", "retry_after_s"}
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise FaultError(f"unknown fault field(s) {unknown}; allowed: {sorted(allowed)}")
-    return spec
 
 
 def import_task_modules(names: Iterable[str]) -> list[str]:
