@@ -25,7 +25,8 @@ from hltm.memory.inputs import read_project_inputs
 from hltm.memory.scenarios import read_world
 from hltm.memory.store import degraded_nodes
 from hltm.settings import Settings
-from hltm.testing.openai_server import LocalOpenAIServer, ServerStats
+from hltm.testing.openai_app import ServerStats
+from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.warehouse import connect
 from resources import build_resources
 from tests import test_memory_dagster as _shared
