@@ -27,7 +27,8 @@ from assets.patterns import MEMORY_HINTS_KEY
 from assets.sources import source_key
 from hltm.deletion import compact_chroma_log
 from hltm.memory import MemoryBuilder, MemoryStore, load_hints
-from hltm.memory.build import MemoryBuildError, NodeReport, version_config
+from hltm.memory.build import MemoryBuildError, version_config
+from hltm.memory.flow import NodeReport
 from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS, node_id_for, split_node_id
 from hltm.memory.store import degraded_nodes

@@ -13,10 +13,11 @@ from typing import Any
 
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
 from hltm.memory import MemoryConfig, builder_from_settings, tasks
-from hltm.memory.build import _Slotted, build_project
+from hltm.memory.flow import Slotted
 from hltm.memory.hints import NO_HINTS
 from hltm.memory.inputs import read_project_inputs, read_tree
 from hltm.memory.models import node_id_for
+from hltm.memory.representations import build_project
 from hltm.memory.scenarios import read_world
 from hltm.settings import Settings
 from hltm.warehouse import connect
@@ -50,7 +51,7 @@ class _Watched(DeterministicBackend):
 
 def test_slots_bound_the_requests_in_flight() -> None:
     watched = _Watched()
-    slotted = _Slotted(watched, threading.BoundedSemaphore(2))
+    slotted = Slotted(watched, threading.BoundedSemaphore(2))
     assert slotted.name == watched.name  # everything but the requests is the backend's own
     with ThreadPoolExecutor(6) as pool:
         futures = [pool.submit(slotted.complete, *_one_request()) for _ in range(6)]

@@ -10,13 +10,8 @@ from pathlib import Path
 
 from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.llm import LLM, make_llm
-from hltm.memory.build import (
-    MemoryBuilder,
-    MemoryBuildError,
-    MemoryConfig,
-    NodeReport,
-    RefreshReport,
-)
+from hltm.memory.build import MemoryBuilder, MemoryBuildError, MemoryConfig, RefreshReport
+from hltm.memory.flow import NodeReport
 from hltm.memory.hints import NO_HINTS, Hints, QATemplate, load_hints, save_hints
 from hltm.memory.store import (
     MEMORY_TABLE,
