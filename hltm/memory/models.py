@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict
 Level = Literal["project", "seat", "contract"]
 LEVELS: tuple[Level, ...] = ("project", "seat", "contract")
 CHILD_LEVEL: dict[str, str] = {"seat": "project", "contract": "seat"}
+# QA pairs a node keeps (the prompt asks a project for 5–10): the validator cuts a longer answer,
+# and the offline extractor writes no more.
+MAX_PROJECT_QA = 10
+MAX_PARENT_QA = 10
 
 
 class _Strict(BaseModel):

@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from hltm.memory import lexicon as lx
+from hltm.memory.models import MAX_PARENT_QA, MAX_PROJECT_QA
 from hltm.memory.places import primary_places
 from hltm.memory.salience import Salience, Unit, segments, units
 
@@ -30,7 +31,6 @@ Payload = dict[str, Any]
 FIELD_ORDER = tuple(lx.FIELD_PHRASES)
 FIELD_PHRASE = lx.FIELD_PHRASES
 _MAX_VALUES_IN_ANSWER = 8
-_MAX_QA = 10  # per project (the prompt allows 5–10); parents get up to 10 too
 _MAX_FACET_QA = 6  # the rest of a project's pairs are extracts of its own texts
 _DOCUMENTS_PER_EXTRACT = 2  # a project of many short documents (chat turns) gets one extract
 _MAX_EXTRACTS = 16  # pair per this many documents, up to this many, so each turn is findable
@@ -39,7 +39,6 @@ _DOCUMENT_LINES = 6  # up to this many documents, the summary quotes each one's 
 _KEY_POINTS = 10  # otherwise the node's most salient sentences
 _SHORT_TERMS = 8  # salient terms the one-sentence summary names
 _QUESTION_TERMS = 6  # salient terms an extract's question names
-_MAX_PARENT_QA = 10
 _MIN_QA = 5
 
 
@@ -393,7 +392,7 @@ def qa(payload: Payload) -> Payload:
         template = PROJECT_QUESTIONS.get(field, _GENERIC_PROJECT_QUESTION)
         add(template.format(title=title, phrase=_phrase(field)), grouped[field])
 
-    for pair in content_pairs(payload, extract_count(payload, _MAX_QA - len(pairs))):
+    for pair in content_pairs(payload, extract_count(payload, MAX_PROJECT_QA - len(pairs))):
         if pair["question"] not in asked:
             asked.add(pair["question"])
             pairs.append(pair)
@@ -570,7 +569,7 @@ def aggregate(payload: Payload) -> Payload:
     asked: set[str] = set()
 
     def add(question: str, values: list[dict[str, Any]]) -> None:
-        if question in asked or len(pairs) >= _MAX_PARENT_QA or not values:
+        if question in asked or len(pairs) >= MAX_PARENT_QA or not values:
             return
         shown = values[:_MAX_VALUES_IN_ANSWER]
         ids = sorted({i for v in shown for i in v["support"]})
@@ -600,7 +599,7 @@ def aggregate(payload: Payload) -> Payload:
             continue
         template = AGGREGATE_QUESTIONS.get(field, _GENERIC_AGGREGATE_QUESTION)
         add(template.format(node=node, phrase=_phrase(field)), kept_by_field[field])
-    if children and len(pairs) < _MAX_PARENT_QA:
+    if children and len(pairs) < MAX_PARENT_QA:
         all_sources = sorted(
             {s for c in children for f in c.get("facets", []) for s in f["sources"]}
         )

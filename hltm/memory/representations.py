@@ -15,6 +15,8 @@ from hltm.memory import tasks
 from hltm.memory.hints import Hints
 from hltm.memory.models import (
     CHILD_LEVEL,
+    MAX_PARENT_QA,
+    MAX_PROJECT_QA,
     QA,
     AggregateOutput,
     Facet,
@@ -26,9 +28,6 @@ from hltm.memory.models import (
 )
 from hltm.memory.offline import required_support
 from hltm.memory.store import Drops
-
-MAX_PROJECT_QA = 10
-MAX_PARENT_QA = 10
 
 
 def _known_project_ids(inputs: dict[str, Any]) -> set[str]:
