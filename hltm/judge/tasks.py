@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hltm.judge.heuristic import judge_offline
-from hltm.llm import Task, load_task
+from hltm.llm_tasks import Task, load_task
 
 __all__ = [
     "JUDGE_TASK",

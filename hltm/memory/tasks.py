@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hltm.llm import load_task
+from hltm.llm_tasks import load_task
 from hltm.memory import offline
 from hltm.memory.models import AggregateOutput, FacetsOutput, QAOutput, SummaryOutput
 from hltm.memory.places import load_gazetteer

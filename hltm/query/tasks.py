@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hltm.llm import load_task
+from hltm.llm_tasks import load_task
 from hltm.query import compose, metrics, parse
 from hltm.query.models import AnswerOutput, CorrectnessOutput, ParsedQuery
 

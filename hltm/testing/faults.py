@@ -8,7 +8,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from hltm.llm import Task
+from hltm.llm_tasks import Task
 from hltm.testing import protocol
 from hltm.tokens import count_tokens
 

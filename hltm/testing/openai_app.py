@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from hltm.llm import (
-    DETERMINISTIC_MODEL,
+from hltm.llm import DETERMINISTIC_MODEL
+from hltm.llm_tasks import (
     Task,
     payload_from_messages,
     prompt_tokens,
@@ -291,7 +291,7 @@ class OpenAIApp:
             return protocol.error(
                 400,
                 f"no task is registered for the schema named {schema!r}. "
-                "Import the module that defines the task (hltm.llm.load_task/register_task) "
+                "Import the module that defines the task (hltm.llm_tasks.load_task/register_task) "
                 "before calling, or pass --task-module to the standalone server. "
                 f"Registered: {', '.join(registered_schemas()) or '(none)'}.",
                 "invalid_request_error",
@@ -353,7 +353,7 @@ class OpenAIApp:
             record(400)
             return protocol.error(
                 400,
-                "the last message carries no ```json payload block (rendered by hltm.llm.Task)",
+                "the last message carries no ```json payload block (rendered by hltm.llm_tasks.Task)",
                 "invalid_request_error",
                 "no_payload",
             )

@@ -91,7 +91,7 @@ from typing import Any
 
 import uvicorn
 
-from hltm.llm import registered_schemas
+from hltm.llm_tasks import registered_schemas
 from hltm.testing.faults import ALWAYS, FaultError
 from hltm.testing.openai_app import OpenAIApp
 

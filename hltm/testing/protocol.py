@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from hltm.llm import INPUT_FENCE, Task, task_for_schema, task_for_system_prompt
+from hltm.llm_tasks import INPUT_FENCE, Task, task_for_schema, task_for_system_prompt
 
 
 def error(

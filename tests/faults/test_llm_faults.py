@@ -19,7 +19,8 @@ import pytest
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
 from assets.memory import MEMORY_CHECKS
 from hltm.cli import demo
-from hltm.llm import LLMUsage, Request, make_llm
+from hltm.llm import LLMUsage, make_llm
+from hltm.llm_calls import Request
 from hltm.memory import builder_from_settings
 from hltm.memory.inputs import read_project_inputs
 from hltm.memory.scenarios import read_world
