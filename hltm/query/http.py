@@ -19,7 +19,8 @@ blocking runs on the event loop: token checks and queries run in worker threads,
 `concurrency` at once, with at most `queue` more waiting; past that, or when another process
 holds the DuckDB file longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy,
 retry). A body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked
-up; a question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503 naming it.
+up; a question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503
+naming it.
 """
 
 from __future__ import annotations
