@@ -7,8 +7,7 @@ from typing import Any
 from hltm.sources.generator.vocabulary import LEVELS
 
 # ---- skills: canonical name → kind (templates ask for kinds) ----
-SKILL_KIND: dict[str, str] = {}
-for _kind, _names in {
+_SKILLS_BY_KIND = {
     "lang": "Go Java C#/.NET Python C++ Kotlin Node.js PHP Scala TypeScript JavaScript Swift R "
     "Dart",
     "sql": "SQL",
@@ -46,9 +45,12 @@ for _kind, _names in {
     "cert": "PMP",
     "arch": "TOGAF ArchiMate",
     "biz": "Unit_economics Product_discovery",
-}.items():
-    for _name in _names.split():
-        SKILL_KIND[_name.replace("_", " ")] = _kind
+}
+SKILL_KIND: dict[str, str] = {
+    name.replace("_", " "): kind
+    for kind, names in _SKILLS_BY_KIND.items()
+    for name in names.split()
+}
 KIND_GROUPS = {
     "infra": {"queue", "orch", "container", "cloud", "iac", "ci", "mon", "os", "rpc", "flow"},
     "store": {"store"},
