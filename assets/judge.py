@@ -28,7 +28,7 @@ from dagster import AssetExecutionContext, OpExecutionContext
 from assets.sources import source_key
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
-from hltm.judge.gate import GATE_MIN_SURVIVAL, GateDecision
+from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision
 from hltm.judge.journal import Anchor, ChainReport, Publication, config_gate, verify_chain
 from hltm.judge.pipeline import (
     Budget,
@@ -332,11 +332,14 @@ RANKINGS_KEY = dg.AssetKey("rankings")
 
 
 class JudgeRunConfig(dg.Config):
-    """Empty `vacancies` = every vacancy in the sources; 0 = the resource's default."""
+    """Empty `vacancies` = every vacancy in the sources; 0 = the resource's default.
+    `rejudge_failed`: judge again the cached evaluations that lost a mandatory quote (how an
+    operator clears a quote gate blocked by a bad spell of the model)."""
 
     vacancies: list[str] = []
     budget: int = 0
     workers: int = 0
+    rejudge_failed: bool = False
 
 
 @dg.op
@@ -373,7 +376,7 @@ def judge_all_vacancies(
 
     summary = judge_all(
         env, ids, budget=config.budget or judge.budget, workers=config.workers or judge.workers,
-        run_id=context.run.run_id, on_vacancy=on_vacancy,
+        run_id=context.run.run_id, on_vacancy=on_vacancy, rejudge_failed=config.rejudge_failed,
     )  # fmt: skip
     if summary.index is not None:
         context.log_event(
@@ -407,7 +410,11 @@ def judge_all_vacancies(
     for line in summary.lines():
         context.log.info(line)
     if summary.gate is not None and not summary.gate.passed:
-        raise dg.Failure(f"rankings not published: quote gate {summary.gate.reason}")
+        raise dg.Failure(
+            f"rankings not published: quote gate {summary.gate.reason} over the latest"
+            f" {GATE_WINDOW} evaluations; once the model answers well again, judge the failed"
+            " ones again: `hltm judge run --rejudge-failed`"
+        )
     return {**summary.totals(), "held_reasons": summary.held}
 
 

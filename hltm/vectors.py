@@ -7,8 +7,12 @@ Collections use cosine space; vectors are normalised, so distance = 1 - cosine.
 The embedded client never sees another process's writes: its in-memory HNSW index stays as it
 was loaded, so a filtered query whose ids were added elsewhere fails with "Error finding id".
 `VectorStore.reopen()` drops this process's client and loads the index anew from disk; the query
-path calls it on that error and asks again (see `is_stale_view`). A Chroma server that cannot be
-reached is a `VectorIndexUnavailable` naming the host, never a bare traceback.
+path calls it on that error and asks again (see `is_stale_view`). Closing the client stops the
+system every thread of the process shares, so each use of the client or of a collection handle
+happens under `VectorStore.reading()`, and a reopen waits until those in flight have finished
+(new ones wait for the reopen); a handle taken before a reopen is taken anew (`generation`).
+A Chroma server that cannot be reached is a `VectorIndexUnavailable` naming the host, never a
+bare traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -30,8 +36,61 @@ from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.settings import Settings
 
 _NAME_OK = re.compile(r"[^a-zA-Z0-9._-]")
-_REOPEN_LOCK = threading.Lock()
 _generation = 0  # how many times this process reopened its embedded client
+
+
+class ReadersWriter:
+    """Many readers or one writer; a waiting writer holds back new readers, so a reopen is not
+    starved under load. Re-entrant for readers of one thread (a nested read while a writer
+    waits would otherwise deadlock); a thread that holds a read may not write."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._held = threading.local()
+
+    def _depth(self) -> int:
+        return getattr(self._held, "depth", 0)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        depth = self._depth()
+        if depth == 0:
+            with self._cond:
+                while self._writer:
+                    self._cond.wait()
+                self._readers += 1
+        self._held.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._held.depth = depth
+            if depth == 0:
+                with self._cond:
+                    self._readers -= 1
+                    if self._readers == 0:
+                        self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        if self._depth():
+            raise RuntimeError("a thread that reads the vector index cannot reopen it")
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._writer = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+_CLIENT_USE = ReadersWriter()  # the process's embedded client: its readers and its reopen
 
 
 class VectorIndexUnavailable(RuntimeError):
@@ -134,7 +193,14 @@ class VectorStore:
 
     @property
     def client(self) -> ClientAPI:
+        """The client of the moment; use it, and the handles it gives, under `reading()`."""
         return _connected_client(self.settings)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A hold on the client: no reopen closes it until the block ends."""
+        with _CLIENT_USE.reading():
+            yield
 
     @property
     def generation(self) -> int:
@@ -143,11 +209,12 @@ class VectorStore:
 
     def reopen(self, seen_generation: int) -> None:
         """Reload the embedded index from disk (after another process wrote to it), unless a
-        concurrent reader already did since `seen_generation`. A server client is left alone."""
+        concurrent reader already did since `seen_generation`. A server client is left alone.
+        Waits for the reads in flight; the caller must not hold one."""
         if self.settings.chroma_host:
             return
         global _generation
-        with _REOPEN_LOCK:
+        with _CLIENT_USE.writing():
             if _generation != seen_generation:
                 return
             old = _client(self.settings)
@@ -157,22 +224,29 @@ class VectorStore:
             _generation += 1
 
     def collection(self, name: str) -> Collection:
-        return self.client.get_or_create_collection(
-            name,
-            embedding_function=self.embedding_function,  # type: ignore[arg-type]
-            configuration={"hnsw": {"space": "cosine"}},
-        )
+        with self.reading():
+            return self.client.get_or_create_collection(
+                name,
+                embedding_function=self.embedding_function,  # type: ignore[arg-type]
+                configuration={"hnsw": {"space": "cosine"}},
+            )
 
     def existing(self, name: str) -> Collection | None:
         """A collection that exists already, never created by a reader."""
         try:
-            return self.client.get_collection(name, embedding_function=self.embedding_function)  # type: ignore[arg-type]
+            with self.reading():
+                return self.client.get_collection(
+                    name,
+                    embedding_function=self.embedding_function,  # type: ignore[arg-type]
+                )
         except (chromadb.errors.NotFoundError, ValueError):
             return None
 
     def list_names(self) -> list[str]:
-        return sorted(c.name for c in self.client.list_collections())
+        with self.reading():
+            return sorted(c.name for c in self.client.list_collections())
 
     def drop(self, name: str) -> None:
-        if self.existing(name) is not None:
-            self.client.delete_collection(name)
+        with self.reading():
+            if self.existing(name) is not None:
+                self.client.delete_collection(name)

@@ -62,8 +62,10 @@ def tiny_world(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
 
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Offline settings on a fresh data directory (also exported, for code that reads the env)."""
+    """Offline settings on a fresh data directory and its own Dagster home, the pair a deployment
+    keeps together (also exported, for code that reads the env)."""
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("HLTM_LLM_BACKEND", "offline")
     monkeypatch.setenv("HLTM_EMBEDDINGS", E5_ONNX_BACKEND)
     monkeypatch.delenv("CHROMA_HOST", raising=False)

@@ -1,9 +1,14 @@
-"""A judge outage keeps the last good ranking (issue 10.9).
+"""A judge outage keeps the last good ranking, and a bad spell of the model does not block the
+quote gate for good.
 
 Before: with every LLM call failing, a vacancy's live ranking was replaced by an empty one, and
 after a model change with a small budget it was replaced by one ranked on 4 candidates of 170.
 Now a ranking replaces the live one only when complete or at least as complete, and the kept
-ranking says why (the publication's reason, the Dagster metadata, the run summary, the CLI)."""
+ranking says why (the publication's reason, the Dagster metadata, the run summary, the CLI).
+
+Before, too: invented quotes, then timeouts, then a healthy model left the gate blocked for
+good (it counted every cached evaluation, and cached ones were never judged again). Now it
+counts a recent window, and the bad evaluations can be judged again."""
 
 from __future__ import annotations
 
@@ -19,10 +24,12 @@ from hltm.judge.data import Vacancy
 from hltm.judge.journal import config_gate, journal_entries, publish_ranking, verify_chain
 from hltm.judge.pipeline import Budget, judge_config, judge_pool
 from hltm.judge.service import RunSummary
-from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError, make_llm
 from hltm.settings import Settings
+from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.warehouse import connect
 from tests.judge_helpers import POOL, VACANCY
+from tests.test_llm_protocol import openai_settings, quick
 
 
 class Outage(DeterministicBackend):
@@ -102,3 +109,45 @@ def test_nothing_is_published_before_a_single_candidate_was_judged(tmp_path: Pat
     assert not first.published and first.live is None
     assert "no ranking was published before" in first.reason
     assert journal_entries(db, VACANCY.vacancy_id) == []
+
+
+def test_the_quote_gate_opens_again_after_a_bad_spell_of_the_model(tmp_path: Path) -> None:
+    db = tmp_path / "derived.duckdb"
+    with LocalOpenAIServer() as server:
+        llm = quick(make_llm(openai_settings(server, llm_timeout_s=0.5, llm_max_retries=0)))
+        config = judge_config(llm)
+
+        def gate(**window: int):  # type: ignore[no-untyped-def]
+            with connect(db) as con:
+                return config_gate(con, config, **window)
+
+        server.inject("invented_quotes", times="always")
+        invented = judge_pool(db, llm, VACANCY, POOL[:6], config=config, workers=3)
+        assert invented.evaluated == 6 and invented.quote_counts["mandatory_survived"] == 0
+        server.clear_faults()
+        server.inject("timeout", times="always", delay_s=1.0)
+        down = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3)
+        assert (down.cached, down.failed) == (6, 6)
+        server.clear_faults()
+        server.wait_idle()
+
+        healthy = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3)
+        assert (healthy.cached, healthy.evaluated) == (6, 6)
+        # the window holds the bad spell still; it ages out as healthy evaluations come in
+        assert not gate().passed and "blocked" in gate().reason
+        assert gate(window=6).passed
+        server.reset_stats()
+        rerun = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3)
+        assert rerun.cached == 12 and server.stats().chat_requests == 0 and not gate().passed
+
+        # the operator's way out: judge the evaluations that lost quotes again
+        cleared = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3, rejudge_failed=True)
+        assert (cleared.cached, cleared.rejudged, server.stats().chat_requests) == (6, 6, 6)
+        assert gate().passed and gate().rate == 1.0
+        published = publish_ranking(db, VACANCY, POOL, config, gate())
+        assert published.published and published.live is not None
+        assert published.live.judged == len(POOL)
+        with connect(db) as con:  # one row per pair: the re-judged score replaced the bad one
+            assert con.execute("SELECT count(*) FROM judge_scores").fetchone() == (len(POOL),)
+        again = judge_pool(db, llm, VACANCY, POOL, config=config, rejudge_failed=True)
+        assert again.rejudged == 0 and again.cached == len(POOL)

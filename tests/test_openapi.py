@@ -7,7 +7,9 @@ exactly the documented fields.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -15,9 +17,16 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from hltm.judge.calibration import Calibration, Proposal, store_calibrations
+from hltm.judge.data import load_resumes, load_vacancies
+from hltm.judge.gate import GateDecision
+from hltm.judge.journal import publish_ranking
+from hltm.judge.pipeline import judge_config, judge_pool
+from hltm.llm import make_llm
 from hltm.query.access import create_token
 from hltm.query.engine import QueryEngine
 from hltm.query.http import create_app
+from hltm.query.rankings import scoped_ranking, vacancy_owner
 from hltm.query.scope import Identity
 from tests.api_support import RankedVacancies, publish_two_rankings
 from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
@@ -141,3 +150,32 @@ def test_responses_fit_the_response_schemas(
         assert response.status_code == 403  # a foreign vacancy and a missing one look the same
         _validate(spec, "ErrorResponse", response.json())
     assert client.get(f"/v1/rankings/{ranked.own_vacancy}").status_code == 401
+
+
+def test_a_calibrated_vacancy_s_ranking_is_current_right_after_publication(
+    built_world: BuiltWorld,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The judge ranks a calibrated vacancy under its calibrated version key; the ranking lookup
+    (HTTP `GET /v1/rankings/{id}`, MCP `ranking`) must compare with that key, not the bare one."""
+    for name in ("sources.duckdb", "derived.duckdb"):
+        shutil.copy2(built_world.settings.data_dir / name, tmp_path / name)
+    sources, derived = tmp_path / "sources.duckdb", tmp_path / "derived.duckdb"
+    plain = load_vacancies(sources)[0]
+    owner = vacancy_owner(sources, plain.vacancy_id)
+    assert owner is not None
+    usual = Proposal("location", "Lisbon", 3, 4, "seat", (f"seat:{owner.seat_id}",))
+    store_calibrations(
+        derived,
+        [Calibration(plain.vacancy_id, plain.own_version_key, owner.seat_id, None, [usual])],
+    )
+    (vacancy,) = load_vacancies(sources, [plain.vacancy_id], calibration_db=derived)
+    assert vacancy.version_key != plain.version_key  # the calibration is part of the key
+    pool = load_resumes(sources, layer="active")[:2]
+    llm = make_llm(built_world.settings, model=built_world.settings.judge_model)
+    judge_pool(derived, llm, vacancy, pool, workers=1)
+    publish_ranking(derived, vacancy, pool, judge_config(llm), GateDecision(True, 1.0, "test"))
+
+    found = scoped_ranking(sources, derived, Identity("seat", owner.seat_id), vacancy.vacancy_id)
+    assert found.entry.vacancy_version == vacancy.version_key
+    assert found.current

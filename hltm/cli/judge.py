@@ -36,13 +36,21 @@ def _parse_moment(text: str | None) -> datetime:
 
 
 def run_judge(
-    vacancies: list[str] | None = None, budget: int = 0, workers: int = 0
+    vacancies: list[str] | None = None,
+    budget: int = 0,
+    workers: int = 0,
+    rejudge_failed: bool = False,
 ) -> dict[str, Any]:
     """Run the `judge_refresh` job in process on the persistent instance; its totals."""
     from hltm.cli.demo import run_job
 
     dagster_home()
-    config = {"vacancies": list(vacancies or []), "budget": budget, "workers": workers}
+    config = {
+        "vacancies": list(vacancies or []),
+        "budget": budget,
+        "workers": workers,
+        "rejudge_failed": rejudge_failed,
+    }
     result = run_job("judge_refresh", {"ops": {"judge_all_vacancies": {"config": config}}})
     return dict(result.output_for_node("judge_all_vacancies"))
 
@@ -107,9 +115,15 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 @click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these (default: all).")
 @click.option("--budget", type=int, default=0, help="Cold evaluations (default: 3000).")
 @click.option("--workers", type=int, default=0, help="Parallel LLM calls (default: 5).")
-def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int) -> None:
+@click.option(
+    "--rejudge-failed",
+    is_flag=True,
+    help="Also judge again the cached evaluations that lost a mandatory quote to validation"
+    " (clears a quote gate blocked by a bad spell of the model).",
+)
+def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_failed: bool) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
-    totals = run_judge(list(vacancies), budget, workers)
+    totals = run_judge(list(vacancies), budget, workers, rejudge_failed)
     held = totals.pop("held_reasons", {})
     click.echo(", ".join(f"{k} {v}" for k, v in totals.items()))
     for vid, reason in sorted(held.items()):
@@ -191,10 +205,15 @@ def journal(vacancy_id: str | None) -> None:
 
 @judge.command()
 def verify() -> None:
-    """Verify the ranking journal's hash chain (exit 1 when a row was edited or deleted)."""
-    from hltm.judge.journal import verify_chain
+    """Verify the ranking journal's hash chain against its head file and the Dagster
+    instance's anchor (exit 1 when a row was edited or deleted)."""
+    import dagster as dg
 
-    report = verify_chain(settings().derived_db)
+    from assets.judge import chain_check
+
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        report = chain_check(instance, settings().derived_db)
     click.echo(report.summary())
     if not report.ok:
         raise SystemExit(1)

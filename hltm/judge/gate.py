@@ -5,6 +5,10 @@ variant halved latency and cost at equal precision but only 86.8% of mandatory q
 survived validation, so it was rejected. Rule: at least 90% of the quotes given on mandatory
 requirements must survive (exact or repaired); exactly 90% passes. Compared with exact
 fractions so 9/10 is never lost to floating point.
+
+Window: the gate judges a configuration on its latest `GATE_WINDOW` evaluations, not on every
+evaluation it ever made: a bad spell of the model (invented quotes) would otherwise block it
+for good, since cached evaluations are never judged again unless asked to.
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["GATE_MIN_SURVIVAL", "GateDecision", "gate_decision", "gate_from_counts"]
+__all__ = [
+    "GATE_MIN_SURVIVAL",
+    "GATE_WINDOW",
+    "GateDecision",
+    "gate_decision",
+    "gate_from_counts",
+]
 
 GATE_MIN_SURVIVAL = 0.90
+GATE_WINDOW = 200  # evaluations, several hundred mandatory quotes: a 90% rate is measurable
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,10 @@
   to low — no weights (the weight study in `hltm.judge.stats` shows they do not pay). Ties keep
   pool order (vector rank, then BM25 rank): a stable sort, not a second score.
 * **Gate**: a configuration (model id + prompt version) publishes only if at least 90% of the
-  quotes it gave on mandatory requirements survived validation, counted over every evaluation
-  of that configuration in the score cache (`config_gate`).
+  quotes it gave on mandatory requirements survived validation, counted over its latest
+  `GATE_WINDOW` evaluations in the score cache (`config_gate`): a fixed recent sample, so a
+  bad spell of the model ages out as healthy evaluations come in, and is cleared at once by
+  judging its evaluations again (`judge_pool(rejudge_failed=True)`).
 * **Coverage**: a new ranking replaces the live one only when it is complete (every pool member
   judged) or at least as complete as the live one (`replaces`). A judge outage or a model
   change with a small budget therefore keeps the last good ranking, and says why.
@@ -38,7 +40,7 @@ from typing import Any
 import duckdb
 
 from hltm.judge.data import Resume, Vacancy
-from hltm.judge.gate import GATE_MIN_SURVIVAL, GateDecision, gate_decision
+from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision, gate_decision
 from hltm.judge.pipeline import JudgeConfig, cached_scores
 from hltm.judge.store import ensure_judge_schema
 from hltm.warehouse import connect, insert_rows
@@ -103,13 +105,17 @@ def config_gate(
     con: duckdb.DuckDBPyConnection,
     config: JudgeConfig,
     min_survival: float = GATE_MIN_SURVIVAL,
+    window: int = GATE_WINDOW,
 ) -> GateDecision:
-    """The ship gate for a configuration, over every evaluation of it in the score cache."""
+    """The ship gate for a configuration, over its latest `window` evaluations in the score
+    cache (newest first; ties in a fixed order)."""
     ensure_judge_schema(con)
     quotes, survived = con.execute(
-        "SELECT coalesce(sum(mandatory_quotes), 0), coalesce(sum(mandatory_survived), 0)"
-        " FROM judge_scores WHERE model = ? AND prompt_version = ?",
-        [config.model, config.prompt_version],
+        "SELECT coalesce(sum(mandatory_quotes), 0), coalesce(sum(mandatory_survived), 0) FROM"
+        " (SELECT mandatory_quotes, mandatory_survived FROM judge_scores"
+        "  WHERE model = ? AND prompt_version = ?"
+        "  ORDER BY created_at DESC, vacancy_id, resume_id, resume_hash LIMIT ?)",
+        [config.model, config.prompt_version, window],
     ).fetchone()  # type: ignore[misc]
     return gate_decision(int(quotes), int(survived), min_survival)
 

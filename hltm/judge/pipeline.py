@@ -14,7 +14,10 @@ For each (vacancy, resume) pair of a pool:
    not trusted), items naming no requirement of the vacancy are dropped, then every quote is
    validated (`quotes.apply_validation`: exact / repaired / dropped; an unsupported ``met``
    becomes ``partial``). Counts of each outcome are stored with the score.
-5. **Failures**: an `LLMError` (malformed JSON, cut-off answer, timeouts, HTTP errors after
+5. **Re-judging** (`rejudge_failed`): a cached evaluation with a mandatory quote that failed
+   validation (a bad spell of the model: invented quotes) is judged again on request, as a
+   cold pair under the budget; a new score replaces it, a failure leaves it as it was.
+6. **Failures**: an `LLMError` (malformed JSON, cut-off answer, timeouts, HTTP errors after
    retries…) is recorded in ``judge_failures`` with its reason; it never enters the cache as a
    score, never stops the other pairs, and the pair is tried again next run.
 """
@@ -113,6 +116,7 @@ class JudgeReport:
     evaluated: int = 0  # cold evaluations that produced a score
     failed: int = 0  # cold evaluations that failed (recorded, not cached)
     deferred: int = 0  # cold pairs left for the next run by the budget
+    rejudged: int = 0  # cached evaluations judged again (a mandatory quote had failed)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (resume id, reason)
     quote_counts: dict[str, int] = field(default_factory=empty_counts)  # this run's evaluations
     formal_dropped: int = 0
@@ -133,6 +137,7 @@ class JudgeReport:
             "judged_now": self.evaluated,
             "failed_now": self.failed,
             "deferred_by_budget": self.deferred,
+            "rejudged": self.rejudged,
             "formal_items_dropped": self.formal_dropped,
             **{f"quotes_{k}": v for k, v in self.quote_counts.items() if k in _SHOWN_COUNTS},
             **self.config.as_metadata(),
@@ -228,8 +233,22 @@ def _keys_in(con: Any, table: str, vacancy: Vacancy, config: JudgeConfig) -> set
     return {(r, h) for r, h in rows.fetchall()}
 
 
-def _cached_keys(con: Any, vacancy: Vacancy, config: JudgeConfig) -> set[tuple[str, str]]:
-    return _keys_in(con, "judge_scores", vacancy, config)
+def _cached_keys(
+    con: Any, vacancy: Vacancy, config: JudgeConfig, rejudge_failed: bool = False
+) -> set[tuple[str, str]]:
+    """The pairs the score cache answers; with `rejudge_failed`, less those whose evaluation
+    lost a mandatory quote to validation (they are judged again)."""
+    cached = _keys_in(con, "judge_scores", vacancy, config)
+    if rejudge_failed:
+        where, params = _key_filter(vacancy, config)
+        cached -= set(
+            con.execute(
+                f"SELECT resume_id, resume_hash FROM judge_scores WHERE {where}"
+                " AND mandatory_survived < mandatory_quotes",
+                params,
+            ).fetchall()
+        )
+    return cached
 
 
 @dataclass(frozen=True)
@@ -262,12 +281,17 @@ def _coverage(
 
 
 def cold_count(
-    derived_db: Path | str, vacancy: Vacancy, resumes: Sequence[Resume], config: JudgeConfig
+    derived_db: Path | str,
+    vacancy: Vacancy,
+    resumes: Sequence[Resume],
+    config: JudgeConfig,
+    rejudge_failed: bool = False,
 ) -> int:
-    """How many of ``resumes`` are not in the score cache for this vacancy and configuration."""
+    """How many of ``resumes`` are not in the score cache for this vacancy and configuration
+    (or are to be judged again)."""
     with connect(derived_db) as con:
         ensure_judge_schema(con)
-        cached = _cached_keys(con, vacancy, config)
+        cached = _cached_keys(con, vacancy, config, rejudge_failed)
     return sum(1 for r in resumes if (r.resume_id, r.content_hash) not in cached)
 
 
@@ -283,10 +307,12 @@ def judge_pool(
     run_id: str = "",
     formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
     on_result: Callable[[str, str], None] | None = None,
+    rejudge_failed: bool = False,
 ) -> JudgeReport:
     """Judge ``resumes`` (the pool, in priority order) for ``vacancy``; see the module docstring.
 
     ``on_result(resume_id, "ok" | reason)`` is called as each cold evaluation finishes.
+    ``rejudge_failed``: also judge again the cached pairs that lost a mandatory quote.
     """
     started = time.perf_counter()
     config = config or judge_config(llm)
@@ -294,7 +320,8 @@ def judge_pool(
     report = JudgeReport(vacancy.vacancy_id, vacancy.version_key, config, pool=len(resumes))
     with connect(derived_db) as con:
         ensure_judge_schema(con)
-        cached = _cached_keys(con, vacancy, config)
+        cached = _cached_keys(con, vacancy, config, rejudge_failed)
+        stored = _cached_keys(con, vacancy, config) if rejudge_failed else cached
     cold = [r for r in resumes if (r.resume_id, r.content_hash) not in cached]
     report.cached = len(resumes) - len(cold)
     granted = budget.claim(len(cold))
@@ -345,6 +372,7 @@ def judge_pool(
     score_rows: list[list[Any]] = []
     failure_rows: list[list[Any]] = []
     all_counts = []
+    replaced: list[tuple[str, str]] = []  # re-judged pairs: their old row goes
     key = cache_key(vacancy, config)
     for resume, row, reason in results:
         pair = {**key, "resume_id": resume.resume_id, "resume_hash": resume.content_hash}
@@ -356,6 +384,8 @@ def judge_pool(
             )
             continue
         report.evaluated += 1
+        if (resume.resume_id, resume.content_hash) in stored:
+            replaced.append((resume.resume_id, resume.content_hash))
         report.formal_dropped += row["formal"]
         report.unknown_items += row["unknown"]
         all_counts.append(row["counts"])
@@ -372,9 +402,16 @@ def judge_pool(
             }
         )  # fmt: skip
     report.quote_counts = sum_counts(all_counts)
+    report.rejudged = len(replaced)
     with connect(derived_db) as con:
         ensure_judge_schema(con)
         con.execute("BEGIN TRANSACTION")
+        if replaced:
+            where, params = _key_filter(vacancy, config)
+            con.executemany(
+                f"DELETE FROM judge_scores WHERE {where} AND resume_id = ? AND resume_hash = ?",
+                [[*params, rid, rhash] for rid, rhash in replaced],
+            )
         # INSERT only: a key written by a concurrent run first stays as it was.
         _insert(con, "INSERT OR IGNORE INTO judge_scores", score_rows)
         _insert(con, "INSERT INTO judge_failures", failure_rows)

@@ -190,11 +190,13 @@ def judge_vacancy(
     workers: int = DEFAULT_WORKERS,
     run_id: str = "",
     on_result: Callable[[str, str], None] | None = None,
+    rejudge_failed: bool = False,
 ) -> JudgeReport:
     pool = load_pool(env, vacancy) if pool is None else pool
     return judge_pool(
         env.derived_db, env.llm, vacancy, pool, config=env.config, budget=budget,
         workers=workers, run_id=run_id, formal_patterns=env.formal_patterns, on_result=on_result,
+        rejudge_failed=rejudge_failed,
     )  # fmt: skip
 
 
@@ -265,6 +267,7 @@ class RunSummary:
             "judged": sum(r.evaluated for r in reps),
             "failed": sum(r.failed for r in reps),
             "deferred": self.deferred,
+            "rejudged": sum(r.rejudged for r in reps),
             "llm_calls": sum(r.usage.calls for r in reps),
             "tokens": sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in reps),
             "published": len(self.published),
@@ -301,12 +304,14 @@ def judge_all(
     refresh: bool = True,
     publish: bool = True,
     on_vacancy: Callable[[str, str, Any], None] | None = None,
+    rejudge_failed: bool = False,
 ) -> RunSummary:
     """The nightly run: refresh the index, rebuild pools, judge with one budget, publish.
 
     ``on_vacancy(vacancy_id, step, result)`` is called after each step of each vacancy
     (``"pool"``, ``"judge"``, ``"publish"`` or ``"blocked"``), so a caller (the Dagster op job)
-    can record materialisations as they happen.
+    can record materialisations as they happen. ``rejudge_failed``: cached evaluations that
+    lost a mandatory quote are judged again, within the budget (see `judge_pool`).
     """
     started = time.perf_counter()
     summary = RunSummary(index=refresh_index(env) if refresh else None, budget=budget)
@@ -318,14 +323,16 @@ def judge_all(
             on_vacancy(vacancy.vacancy_id, "pool", result)
     # One budget for the run, shared fairly: count cold pairs first, then give each its share.
     wanted = {
-        v.vacancy_id: cold_count(env.derived_db, v, summary.pools[v.vacancy_id].resumes, env.config)
+        v.vacancy_id: cold_count(
+            env.derived_db, v, summary.pools[v.vacancy_id].resumes, env.config, rejudge_failed
+        )
         for v in vacancies
     }
     shares = fair_shares(wanted, budget)
     for vacancy in vacancies:
         report = judge_vacancy(
             env, vacancy, summary.pools[vacancy.vacancy_id].resumes,
-            Budget(shares[vacancy.vacancy_id]), workers, run_id,
+            Budget(shares[vacancy.vacancy_id]), workers, run_id, rejudge_failed=rejudge_failed,
         )  # fmt: skip
         summary.reports[vacancy.vacancy_id] = report
         if on_vacancy:

@@ -4,7 +4,8 @@
   rank, score). Derived state: replaced whenever a vacancy's pool is rebuilt.
 * ``judge_scores``     — the **score cache**. Append-only: rows are only ever INSERTed, keyed by
   (vacancy id, vacancy version, resume id, resume content hash, model, prompt version). A
-  cached pair is never sent to the LLM again; a changed resume or vacancy has a new key.
+  cached pair is not sent to the LLM again (unless re-judged, below); a changed resume or
+  vacancy has a new key.
 * ``judge_failures``   — evaluations that failed (with the reason). Append-only; never a score.
 * ``ranking_journal``  — every published ranking, INSERT only, each row chained to the
   previous one by SHA-256, its head anchored outside the table (see `hltm.judge.journal`).
@@ -14,7 +15,9 @@
 DuckDB has no triggers, so "append-only" is enforced by the code offering no UPDATE or DELETE
 on those tables, and made tamper-evident by the journal's hash chain. The one exception is
 deletion (`hltm.deletion`): the rows of a deleted vacancy or resume are purged from the pools,
-scores and failures, and redacted in the journal without breaking its chain.
+scores and failures, and redacted in the journal without breaking its chain. Another: a cached
+evaluation judged again on request (`judge_pool(rejudge_failed=True)`, after a bad spell of
+the model) is replaced by its new score.
 """
 
 from __future__ import annotations

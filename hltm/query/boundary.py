@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -112,9 +113,13 @@ class Collections:
         self._handles: dict[tuple[str, int], Any] = {}
 
     def get(self, name: str) -> Any:
-        key = (name, self.vectors.generation)
+        """The handle of the current client (call under `VectorStore.reading()` to use it)."""
+        generation = self.vectors.generation
+        key = (name, generation)
         handle = self._handles.get(key)
         if handle is None:
+            for old in [k for k in self._handles if k[1] != generation]:
+                self._handles.pop(old, None)  # of a closed client
             handle = self.vectors.existing(name)
             if handle is not None:  # a missing collection may be created later: ask again then
                 self._handles[key] = handle
@@ -126,10 +131,11 @@ class Collections:
         against ~4 ms after). Returns how many were loaded."""
         loaded = 0
         for contract_id in sorted(set(contract_ids)):
-            handle = self.get(memory_collection(contract_id))
-            if handle is not None and handle.count():
-                handle.query(query_embeddings=np.atleast_2d(probe), n_results=1, include=[])
-                loaded += 1
+            with self.vectors.reading():
+                handle = self.get(memory_collection(contract_id))
+                if handle is not None and handle.count():
+                    handle.query(query_embeddings=np.atleast_2d(probe), n_results=1, include=[])
+                    loaded += 1
         return loaded
 
     def forget(self, name: str) -> None:
@@ -392,21 +398,36 @@ class ScopedMemory:
         self._vectors = vectors
         self._collections = collections
         self._exact = exact if isinstance(con, TreeIndex) else None
-        self._collection = None
+        self._collection: Any = None
+        self._collection_generation = -1  # the client generation `_collection` belongs to
         if not scope.empty and vectors is not None and scope.contract_id is not None:
-            self._collection = self._open_collection()
+            self._open_collection()
 
-    def _open_collection(self):  # type: ignore[no-untyped-def]
+    def _open_collection(self) -> None:
+        """This scope's collection handle, of the client of the moment (None: no collection)."""
         assert self._vectors is not None and self.scope.contract_id is not None
         name = memory_collection(self.scope.contract_id)
         try:
-            if self._collections is not None:
-                return self._collections.get(name)
-            return self._vectors.existing(name)
+            with self._vectors.reading():
+                if self._collections is not None:
+                    self._collection = self._collections.get(name)
+                else:
+                    self._collection = self._vectors.existing(name)
+                self._collection_generation = self._vectors.generation
         except Exception as err:
             if is_unreachable(err):
                 raise self._unavailable(err) from err
             raise
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A hold on the Chroma client (no reopen closes it meanwhile), with this scope's handle
+        of that client: one taken before a reopen is taken anew."""
+        assert self._vectors is not None
+        with self._vectors.reading():
+            if self._collection_generation != self._vectors.generation:
+                self._open_collection()
+            yield self._collection
 
     def _unavailable(self, err: Exception) -> VectorIndexUnavailable:
         assert self._vectors is not None
@@ -616,14 +637,14 @@ class ScopedMemory:
         wanted = [i for ids in expected.values() for i in ids]
         matched = scope_items if part is None else len(rows)  # what the clause below matches
         try:
-            if len(wanted) > max(_READ_BY_IDS, matched // 2):
-                where = self.scope.chroma_where(**({} if part is None else {"kind": part}))
-                got = self._collection.get(
-                    where=where,  # type: ignore[arg-type]
-                    include=["embeddings"],
-                )
-            else:
-                got = self._collection.get(ids=wanted, include=["embeddings"])
+            with self._reading() as collection:
+                if collection is None:  # dropped meanwhile by the writer
+                    return None
+                if len(wanted) > max(_READ_BY_IDS, matched // 2):
+                    where = self.scope.chroma_where(**({} if part is None else {"kind": part}))
+                    got = collection.get(where=where, include=["embeddings"])
+                else:
+                    got = collection.get(ids=wanted, include=["embeddings"])
         except Exception as err:  # chromadb raises its own and httpx's errors
             if is_unreachable(err):
                 raise self._unavailable(err) from err
@@ -642,12 +663,14 @@ class ScopedMemory:
     def _query_ids(self, queries: np.ndarray, n: int, ids: list[str]) -> Any:
         """The nearest of these items; None when the index lacks one of them (lost, or a view
         older than the tree): the caller then asks by `where`, which reopens a stale view."""
-        assert self._collection is not None
         self.stats.chroma_queries += 1
         try:
-            return self._collection.query(
-                query_embeddings=queries, n_results=n, ids=ids, include=["distances"]
-            )
+            with self._reading() as collection:
+                if collection is None:  # dropped meanwhile by the writer
+                    return None
+                return collection.query(
+                    query_embeddings=queries, n_results=n, ids=ids, include=["distances"]
+                )
         except Exception as err:  # chromadb raises its own and httpx's errors
             if is_unreachable(err):
                 raise self._unavailable(err) from err
@@ -683,28 +706,32 @@ class ScopedMemory:
     def _query(self, queries: np.ndarray, n: int, where: dict[str, Any] | None) -> Any:
         """One filtered nearest-neighbour call; a stale embedded view is reopened once, and a
         shared handle that fails (its collection dropped and recreated meanwhile) opened anew."""
-        assert self._vectors is not None and self._collection is not None
+        assert self._vectors is not None and self.scope.contract_id is not None
         self.stats.chroma_queries += 1
+        nothing = {"ids": [[]] * len(queries), "distances": [[]] * len(queries)}
         for attempt in (0, 1):
-            generation = self._vectors.generation
-            try:
-                return self._collection.query(
-                    query_embeddings=queries, n_results=n, where=where, include=["distances"]
-                )
-            except Exception as err:  # chromadb raises its own and httpx's errors
-                shared = self._collections is not None and not is_unreachable(err)
-                if attempt == 0 and (is_stale_view(err) or shared):
-                    if is_stale_view(err):
-                        self._vectors.reopen(generation)
-                    if self._collections is not None:
-                        self._collections.forget(self._collection.name)
-                    self._collection = self._open_collection()
-                    if self._collection is None:  # dropped meanwhile by the writer
-                        return {"ids": [[]] * len(queries), "distances": [[]] * len(queries)}
-                    continue
-                if is_stale_view(err) or is_unreachable(err):
-                    raise self._unavailable(err) from err
-                raise
+            with self._reading() as collection:
+                if collection is None:  # dropped meanwhile by the writer
+                    return nothing
+                generation = self._vectors.generation
+                try:
+                    return collection.query(
+                        query_embeddings=queries, n_results=n, where=where, include=["distances"]
+                    )
+                except Exception as err:  # chromadb raises its own and httpx's errors
+                    failure = err
+            # the reopen waits for every read in flight, so it is asked outside this one's hold
+            shared = self._collections is not None and not is_unreachable(failure)
+            if attempt == 0 and (is_stale_view(failure) or shared):
+                if is_stale_view(failure):
+                    self._vectors.reopen(generation)
+                if self._collections is not None:
+                    self._collections.forget(memory_collection(self.scope.contract_id))
+                self._open_collection()
+                continue
+            if is_stale_view(failure) or is_unreachable(failure):
+                raise self._unavailable(failure) from failure
+            raise failure
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ---- fetch by id -----------------------------------------------------------------------

@@ -114,6 +114,8 @@ def parse_ask_body(raw: bytes) -> AskRequest | JSONResponse:
         body: Any = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return _error(400, "the body must be JSON")
+    except RecursionError:  # a few KiB of brackets exhaust the parser's stack
+        return _error(400, "the body is nested too deeply")
     try:
         return AskRequest.model_validate(body)
     except ValidationError as err:

@@ -50,15 +50,20 @@ class ScopedRanking:
         return self.entry.vacancy_version == self.owner.version_key
 
 
-def vacancy_owner(sources_db: Path | str, vacancy_id: str) -> VacancyOwner | None:
-    """The vacancy's ownership path from the sources (None: unknown vacancy or broken path)."""
+def vacancy_owner(
+    sources_db: Path | str, vacancy_id: str, derived_db: Path | str | None = None
+) -> VacancyOwner | None:
+    """The vacancy's ownership path from the sources (None: unknown vacancy or broken path).
+
+    Its version key is the one the judge ranks under, calibration included: pass `derived_db`,
+    or a calibrated vacancy's ranking never reads as current."""
     if not Path(sources_db).exists():
         return None
     with connect(sources_db, read_only=True) as con:
         if not all(table_exists(con, t) for t in ("vacancies", "projects", "seats")):
             return None
         row = con.execute(_OWNERSHIP_SQL, [vacancy_id]).fetchone()
-    vacancies = load_vacancies(sources_db, [vacancy_id]) if row else []
+    vacancies = load_vacancies(sources_db, [vacancy_id], derived_db) if row else []
     if row is None or not vacancies:
         return None
     project_id, seat_id, contract_id = row
@@ -76,7 +81,7 @@ def scoped_ranking(
     `ScopeError` when the vacancy is outside the identity's subtree or unknown (one message for
     both); `LookupError` when it is the caller's own vacancy but no ranking is published yet.
     """
-    owner = vacancy_owner(sources_db, vacancy_id)
+    owner = vacancy_owner(sources_db, vacancy_id, derived_db)
     if owner is None or not owner.readable_by(identity):
         raise ScopeError(f"vacancy {vacancy_id!r} is unknown or outside the scope of {identity}")
     entry = ranking_as_of(derived_db, vacancy_id, datetime.now(UTC).replace(tzinfo=None))

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata
 from hltm.cli import main
+from hltm.dagster_instance import ensure_dagster_home
 from hltm.judge.journal import (
     Publication,
     config_gate,
@@ -136,3 +137,25 @@ def test_redaction_keeps_the_chain_valid_and_removes_the_ids(tmp_path: Path) -> 
     with connect(db) as con:
         con.execute("UPDATE ranking_journal SET vacancy_id = 'vac-9' WHERE seq = 1")
     assert "redacted vacancy" in verify_chain(db).reason
+
+
+def test_judge_verify_checks_the_dagster_anchor_too(settings: Settings) -> None:
+    """A tail deleted together with a rewritten head file: only Dagster's anchor knows, and the
+    CLI must ask it as the asset check does."""
+    db = settings.derived_db
+    last = _publish_rows(db)[-1]
+    runner = CliRunner()
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:  # the CLI's instance: $DAGSTER_HOME
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                RANKINGS_KEY, partition="vac-1", metadata=ranking_metadata(last)
+            )
+        )
+    assert runner.invoke(main, ["judge", "verify"]).exit_code == 0
+    _delete_tail(db, 2)
+    head_path(db).write_text('{"seq": 0, "row_hash": ""}')
+    assert verify_chain(db).ok  # the head file alone is fooled
+    verify = runner.invoke(main, ["judge", "verify"])
+    assert verify.exit_code == 1, verify.output
+    assert "Dagster materialisation" in verify.output and "last 2 row(s)" in verify.output

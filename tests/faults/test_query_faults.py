@@ -258,6 +258,20 @@ def test_bodies_and_questions_are_bounded_and_typed(
     assert plain.status_code == 200 and "context" not in plain.json()
 
 
+def test_a_deeply_nested_body_is_refused_with_400(
+    served: tuple[str, Settings], seat_token: str
+) -> None:
+    """Under the size bound, nesting deep enough to exhaust the parser's recursion is a client
+    error, not a 500."""
+    base, token = served[0], seat_token
+    for depth in (5000, 900):  # past the JSON parser's limit; past the validator's
+        for body in ("[" * depth + "]" * depth, '{"question": ' + "[" * depth + "]" * depth + "}"):
+            assert len(body) < MAX_BODY_BYTES
+            response = httpx.post(f"{base}/v1/ask", content=body, headers=_auth(token))
+            assert response.status_code == 400, (depth, response.text[:200])
+            assert "error" in response.json()
+
+
 # Another process replaces one node with a new version (as a rebuild does): new items in Chroma,
 # then the DuckDB row flips.
 _REBUILD_NODE = """
@@ -356,3 +370,46 @@ def test_a_chroma_server_that_is_down_is_named(
     out = CliRunner().invoke(main, ["ask", "--seat", built_world.seats()[0], "Where?"])
     assert out.exit_code == 1 and "not reachable" in out.output
     assert "Traceback" not in out.output
+
+
+def test_readers_never_fail_while_the_embedded_client_is_reopened(
+    built_world: BuiltWorld,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A reopen (another process rebuilt the memory) closes the client every thread shares:
+    queries in flight finish on the old one, later ones use the new one, none fails."""
+    settings = _copy(built_world, tmp_path)
+    engine = QueryEngine(settings, log_queries=False)
+    projects = built_world.projects()[:4]
+    errors: list[str] = []
+    answered: list[int] = []
+    readers_done = threading.Event()
+
+    def read(pid: str) -> None:
+        for _ in range(15):
+            try:
+                result = engine.ask(Identity("project", pid), "What is this role about?")
+                answered.append(len(result.retrieved.get("summary", [])))
+            except Exception as err:  # every failure is the finding
+                errors.append(f"{type(err).__name__}: {err}")
+
+    def reopen() -> int:
+        reopens = 0
+        while not readers_done.is_set() and reopens < 200:
+            engine.vectors.reopen(engine.vectors.generation)
+            reopens += 1
+        return reopens
+
+    readers = [threading.Thread(target=read, args=(pid,)) for pid in projects]
+    reopener_result: list[int] = []
+    reopener = threading.Thread(target=lambda: reopener_result.append(reopen()))
+    reopener.start()
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(timeout=120)
+    readers_done.set()
+    reopener.join(timeout=60)
+    assert errors == []
+    assert len(answered) == 15 * len(projects) and all(answered)
+    assert reopener_result and reopener_result[0] > 1  # the client was swapped under the reads
