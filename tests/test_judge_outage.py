@@ -138,11 +138,11 @@ def test_the_quote_gate_opens_again_after_a_bad_spell_of_the_model(tmp_path: Pat
         assert gate(window=6).passed
         server.reset_stats()
         rerun = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3)
-        assert rerun.cached == 12 and server.stats().chat_requests == 0 and not gate().passed
+        assert rerun.cached == 12 and server.stats.chat_requests == 0 and not gate().passed
 
         # the operator's way out: judge the evaluations that lost quotes again
         cleared = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3, rejudge_failed=True)
-        assert (cleared.cached, cleared.rejudged, server.stats().chat_requests) == (6, 6, 6)
+        assert (cleared.cached, cleared.rejudged, server.stats.chat_requests) == (6, 6, 6)
         assert gate().passed and gate().rate == 1.0
         published = publish_ranking(db, VACANCY, POOL, config, gate())
         assert published.published and published.live is not None
