@@ -9,7 +9,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hltm.sources.ingest import delete_project, delete_resume, ingest_directory, table_counts
+from click.testing import CliRunner
+
+from hltm.cli import main
+from hltm.settings import Settings
+from hltm.sources.ingest import (
+    delete_project,
+    delete_resume,
+    ensure_sources_schema,
+    ingest_directory,
+    table_counts,
+)
 from hltm.warehouse import connect
 
 
@@ -175,3 +185,11 @@ def test_ingest_and_delete_record_a_fresh_observation(crafted_dir, settings, tmp
     result = runner.invoke(main, ["delete", "project", "p1"])
     assert result.exit_code == 0, result.output
     assert projects_observed() == 0
+
+
+def test_deleting_an_unknown_id_names_it_whole(settings: Settings) -> None:
+    with connect(settings.sources_db) as con:
+        ensure_sources_schema(con)
+    result = CliRunner().invoke(main, ["delete", "project", "does-not-exist"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "error: no project with id 'does-not-exist'"

@@ -89,7 +89,7 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
         try:
             report = delete_everywhere(settings(), kind, row_id)
         except (KeyError, FileNotFoundError) as err:
-            fail(str(err).strip("'\""))
+            fail(str(err.args[0] if err.args else err))  # str() of a KeyError adds quotes
         observe_sources()
         click.echo(
             f"deleted {kind} {row_id}; {report.summary()}; the source_changes sensor rebuilds"

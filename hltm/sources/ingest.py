@@ -9,8 +9,14 @@ Reading (`hltm.sources.reading`) tolerates what real exports contain: a UTF-8 by
 `;` / tab / `|` separated CSV, header names in any case with spaces (`Resume ID`), common
 alternative names (`id`, `body`, `description`, see `Column.aliases`), undecodable lines
 (quarantined; `encoding=` reads a file in another encoding), a truncated last JSONL line, blank
-lines, empty files. Two files for one table (`x.csv` and `x.jsonl`) are both read; an id found
+lines, empty files (said so in the summary), binary data under a text name (refused as one
+file, not as thousands of garbage rows). Two files for one table (`x.csv` and `x.jsonl`) are both read; an id found
 in both is a duplicate, and both copies are quarantined.
+
+Quarantine: a row's `raw` keeps at most `MAX_RAW_CHARS` (a 50 MB line is not copied whole).
+Each load of a file resolves the quarantine rows that file left before (`resolved_at`) unless
+its new read quarantines them again: a file fixed, or read with the right `--encoding`, leaves
+no open quarantine behind. Counts are of the open rows.
 
 Validation (`hltm.sources.validation`) is column-wise (polars expressions over whole columns;
 Python only over the distinct values of the few checks SQL-like expressions cannot state).
@@ -46,6 +52,7 @@ from hltm.warehouse import connect
 
 CHANGE_SEQUENCE = "source_change_seq"
 DEPARTURES_TABLE = "source_departures"
+MAX_RAW_CHARS = 4096  # of a quarantined row kept in `quarantine.raw`: enough to find and fix it
 # Each memory-tree table's owner column: a row moving away from its owner changes the owner.
 TREE_OWNERS = {
     "seats": "contract_id",
@@ -80,6 +87,7 @@ def ensure_sources_schema(con: duckdb.DuckDBPyConnection) -> None:
         " quarantined_at TIMESTAMP, PRIMARY KEY (table_name, raw_hash, reason))"
     )
     con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS line INTEGER")
+    con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS resolved_at TIMESTAMP")
 
 
 class _ArrowStream:
@@ -103,10 +111,27 @@ def content_hash(table: Table, row: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(content, default=str, sort_keys=True).encode()).hexdigest()
 
 
+def _bounded_raw(raw: str) -> str:
+    if len(raw) <= MAX_RAW_CHARS:
+        return raw
+    return f"{raw[:MAX_RAW_CHARS]}… [cut: {len(raw)} characters in all]"
+
+
+def _resolve_quarantine(con: duckdb.DuckDBPyConnection, table: Table, files: list[str]) -> None:
+    """Mark resolved what these files left in quarantine before; `_quarantine` reopens the rows
+    their new read quarantines again."""
+    con.execute(
+        "UPDATE quarantine SET resolved_at = now() WHERE table_name = ? AND resolved_at IS NULL"
+        " AND source_file IN (SELECT unnest(?::VARCHAR[]))",
+        [table.name, files],
+    )
+
+
 def _quarantine(
     con: duckdb.DuckDBPyConnection, table: Table, rows: list[dict[str, Any]], report: TableReport
 ) -> None:
-    """Store bad rows (`key`, `reason`, `raw`, `file`, `line`) and count them by reason."""
+    """Store bad rows (`key`, `reason`, `raw`, `file`, `line`) and count them by reason; the
+    hash is of the whole row, the stored `raw` a bounded prefix."""
     if not rows:
         return
     frame = pl.DataFrame(
@@ -114,7 +139,7 @@ def _quarantine(
             "table_name": [table.name] * len(rows),
             "row_key": [r["key"] for r in rows],
             "reason": [r["reason"] for r in rows],
-            "raw": [r["raw"] for r in rows],
+            "raw": [_bounded_raw(r["raw"]) for r in rows],
             "raw_hash": [hashlib.sha1(r["raw"].encode()).hexdigest() for r in rows],
             "source_file": [r["file"] for r in rows],
             "line": [r["line"] for r in rows],
@@ -123,9 +148,11 @@ def _quarantine(
     ).unique(["raw_hash", "reason"], keep="first", maintain_order=True)
     bad_rows = _ArrowStream(frame)  # noqa: F841 - scanned by name in the SQL below
     con.execute(
-        "INSERT OR IGNORE INTO quarantine (table_name, row_key, reason, raw, raw_hash,"
-        " source_file, quarantined_at, line) SELECT table_name, row_key, reason, raw, raw_hash,"
-        " source_file, now(), line FROM bad_rows"
+        "INSERT INTO quarantine (table_name, row_key, reason, raw, raw_hash, source_file,"
+        " quarantined_at, line) SELECT table_name, row_key, reason, raw, raw_hash, source_file,"
+        " now(), line FROM bad_rows ON CONFLICT (table_name, raw_hash, reason)"
+        " DO UPDATE SET resolved_at = NULL, source_file = excluded.source_file,"
+        " line = excluded.line"
     )
     for r in rows:
         report.count(r["reason"])
@@ -136,6 +163,8 @@ def _load_table(
 ) -> None:
     unreadable = [u for r in reads for u in r.unreadable]
     report.read = sum(r.frame.height for r in reads) + sum(1 for u in unreadable if u.line)
+    _resolve_quarantine(con, table, report.files)
+    report.notes += [f"{u.file}: {u.reason}" for u in unreadable if u.line is None]
     _quarantine(
         con,
         table,
@@ -264,6 +293,11 @@ def ingest_directory(
                     " is a duplicate and every copy is quarantined"
                 )
             reads = [read_file(p, encoding) for p in files[name]]
+            for path, read in zip(files[name], reads, strict=True):
+                if not read.frame.height and not read.unreadable:
+                    header = any(not c.startswith("__") for c in read.frame.columns)
+                    what = "a header and no rows" if header else "empty file, no rows"
+                    table_report.notes.append(f"{path.name}: {what} to load")
             con.execute("BEGIN TRANSACTION")
             try:
                 _load_table(con, table, reads, table_report)
@@ -374,4 +408,9 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 def quarantine_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    return dict(con.execute("SELECT table_name, count(*) FROM quarantine GROUP BY 1").fetchall())
+    """Open quarantine rows per table (not those a later load of their file resolved)."""
+    return dict(
+        con.execute(
+            "SELECT table_name, count(*) FROM quarantine WHERE resolved_at IS NULL GROUP BY 1"
+        ).fetchall()
+    )

@@ -23,6 +23,7 @@ FILE = "__file"
 NESTED = "__nested"  # JSONL: "|a|b|" = columns whose value was an array or object
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # what surrogateescape leaves for a bad byte
 _SEPARATORS = (",", ";", "\t", "|")
+_BINARY_PROBE = 8192  # characters looked at for a NUL, as git and `file` decide "binary"
 
 
 # ---- reading: every file becomes a frame of text columns plus the rows it could not read ------
@@ -44,15 +45,29 @@ class FileRead:
     unreadable: list[Unreadable]
 
 
+class BinaryFile(ValueError):
+    """A file named as text (`.csv`, `.jsonl`) that holds binary data: refused as a whole, not
+    quarantined line by line as garbage."""
+
+
 def _decode(path: Path, encoding: str) -> tuple[str, bool]:
-    """The file's text and whether some bytes did not decode (they become lone surrogates)."""
+    """The file's text and whether some bytes did not decode (they become lone surrogates).
+    Text in any encoding has no NUL character; binary data (a spreadsheet, an archive, an
+    image renamed `.csv`) has them from its first bytes."""
     data = path.read_bytes()
     if codecs.lookup(encoding).name == "utf-8" and data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
     try:
-        return data.decode(encoding), False
+        text, flawed = data.decode(encoding), False
     except UnicodeDecodeError:
-        return data.decode(encoding, errors="surrogateescape"), True
+        text, flawed = data.decode(encoding, errors="surrogateescape"), True
+    nul = text.find("\x00", 0, _BINARY_PROBE)
+    if nul >= 0:
+        raise BinaryFile(
+            f"binary content, not {encoding} text (a NUL character at offset {nul}):"
+            f" export the table as CSV, JSONL or Parquet"
+        )
+    return text, flawed
 
 
 def _undecodable(path: Path, line: int, text: str, encoding: str) -> Unreadable:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hltm.sources.ingest import ingest_directory, table_counts
+from hltm.sources.ingest import MAX_RAW_CHARS, ingest_directory, quarantine_counts, table_counts
 from hltm.sources.schema import MAX_DOCUMENT_CHARS
 from hltm.warehouse import connect
 
@@ -207,3 +207,74 @@ def test_semicolon_and_tab_separated_csv(tmp_path: Path, separator: str) -> None
     )
     report = ingest_directory(src, tmp_path / "sources.duckdb")
     assert report.tables[0].inserted == 1
+
+
+def test_a_binary_file_named_csv_is_one_file_level_rejection(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _tree(src)
+    # a spreadsheet saved under a CSV name: a zip archive, NUL bytes from its first header on
+    blob = b"PK\x03\x04\x14\x00\x06\x00\x08\x00\x00\x00!\x00" + bytes(range(256)) * 400
+    (src / "resumes.csv").write_bytes(blob + b"\n".join(bytes(range(1, 256)) for _ in range(50)))
+    db = tmp_path / "sources.duckdb"
+    report = ingest_directory(src, db)
+    resumes = next(t for t in report.tables if t.table == "resumes")
+    assert (resumes.read, resumes.quarantined, resumes.loaded) == (0, 1, 0)
+    ((table, key, reason, file, line),) = [r for r in _quarantine(db) if r[0] == "resumes"]
+    assert (table, key, file, line) == ("resumes", None, "resumes.csv", None)
+    assert "binary content" in reason and "binary content" in report.summary()
+    assert report.loaded == 3  # the other files still load
+
+
+def test_a_huge_bad_row_keeps_a_bounded_prefix_in_quarantine(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _tree(src)
+    huge = '{"resume_id": "r1", "text": "' + "x" * 5_000_000  # one cut-off 5 MB line
+    (src / "resumes.jsonl").write_text(huge)
+    db = tmp_path / "sources.duckdb"
+    ingest_directory(src, db)
+    with connect(db, read_only=True) as con:
+        ((raw, reason),) = con.execute(
+            "SELECT raw, reason FROM quarantine WHERE table_name = 'resumes'"
+        ).fetchall()
+    assert reason.startswith("unparsable JSON")
+    assert raw.startswith(huge[:MAX_RAW_CHARS]) and len(raw) < MAX_RAW_CHARS + 100
+    assert f"{len(huge)} characters in all" in raw
+
+
+def test_quarantine_of_a_file_that_later_loads_cleanly_is_resolved(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _tree(src)
+    _write_csv(src / "project_documents.csv", _hh_documents(), "cp1251")
+    db = tmp_path / "sources.duckdb"
+    first = ingest_directory(src, db)
+    assert next(t for t in first.tables if t.table == "project_documents").quarantined == 3
+    with connect(db, read_only=True) as con:
+        assert quarantine_counts(con) == {"project_documents": 3}
+    again = ingest_directory(src, db, encoding="cp1251")
+    assert next(t for t in again.tables if t.table == "project_documents").inserted == 3
+    with connect(db, read_only=True) as con:
+        assert quarantine_counts(con) == {}  # nothing open: the file loaded whole
+        resolved = con.execute(
+            "SELECT count(*) FROM quarantine WHERE resolved_at IS NOT NULL"
+        ).fetchone()
+    assert resolved == (3,)  # kept, marked resolved
+    # the file broken again: its rows are open again, not duplicated
+    ingest_directory(src, db)
+    with connect(db, read_only=True) as con:
+        assert quarantine_counts(con) == {"project_documents": 3}
+        assert con.execute("SELECT count(*) FROM quarantine").fetchone() == (3,)
+
+
+def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _tree(src)
+    (src / "resumes.jsonl").write_text("\n\n")
+    (src / "vacancies.csv").write_text("vacancy_id,project_id,title\n")
+    report = ingest_directory(src, tmp_path / "sources.duckdb")
+    summary = report.summary()
+    assert "resumes.jsonl: empty file, no rows to load" in summary
+    assert "vacancies.csv: a header and no rows to load" in summary
