@@ -8,7 +8,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from click.testing import CliRunner
 
 from hltm.cli import main
