@@ -118,7 +118,7 @@ class Collections:
         key = (name, generation)
         handle = self._handles.get(key)
         if handle is None:
-            for old in [k for k in self._handles if k[1] != generation]:
+            for old in [k for k in list(self._handles) if k[1] != generation]:
                 self._handles.pop(old, None)  # of a closed client
             handle = self.vectors.existing(name)
             if handle is not None:  # a missing collection may be created later: ask again then
@@ -139,7 +139,7 @@ class Collections:
         return loaded
 
     def forget(self, name: str) -> None:
-        for key in [k for k in self._handles if k[0] == name]:
+        for key in [k for k in list(self._handles) if k[0] == name]:
             self._handles.pop(key, None)
 
 
