@@ -9,7 +9,7 @@ data/bench-query/1k), creates one bearer token per seat, and drives `POST /v1/as
 closed-loop aiohttp clients (each sends its next question as soon as the last one is answered)
 for a bounded time per phase. Reported per phase: requests, throughput, p50 / p95 / max latency
 as the client sees it and EXCLUDING the time spent inside the LLM (the response's `cost.llm_ms`),
-and the count of non-200 answers (503 = refused as busy, with Retry-After).
+and the count of non-200 answers (503 = refused as busy, with Retry-After) with what each said.
 Ends with one JSON line of the headline figures.
 
 The load generator shares the machine's cores with the server, so it must be light: httpx's
@@ -105,6 +105,7 @@ async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> 
     latencies: list[float] = []
     non_llm: list[float] = []
     statuses: dict[int | str, int] = {}  # HTTP status, or the transport error's name
+    refusals: dict[str, int] = {}  # "status: error message" of each answer other than 200
     connector = aiohttp.TCPConnector(limit=clients)
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(base, connector=connector, timeout=timeout) as http:
@@ -120,7 +121,10 @@ async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> 
                 try:
                     async with http.post("/v1/ask", json=body, headers=headers) as response:
                         status = response.status
-                        payload = await response.json() if status == 200 else None
+                        try:
+                            payload = await response.json(content_type=None)
+                        except ValueError:  # a plain-text answer (a crash's 500)
+                            payload = {"error": await response.text()}
                         retry = response.headers.get("retry-after", "0.1")
                 except aiohttp.ClientError as err:  # counted, not fatal: the run goes on
                     name = type(err).__name__
@@ -132,6 +136,8 @@ async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> 
                     latencies.append(took)
                     non_llm.append(took - payload["cost"]["llm_ms"])
                 else:
+                    said = f"{status}: {str(payload.get('error', payload))[:100]}"
+                    refusals[said] = refusals.get(said, 0) + 1
                     await asyncio.sleep(float(retry))
 
         started = time.perf_counter()
@@ -146,6 +152,7 @@ async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> 
         "requests": sum(statuses.values()),
         "ok": len(latencies),
         "statuses": statuses,
+        "refusals": refusals,
         "throughput_rps": round(len(latencies) / wall, 1),
         "p50_ms": pct(latencies, 50),
         "p95_ms": pct(latencies, 95),
@@ -196,6 +203,9 @@ def main(argv: list[str] | None = None) -> None:
             f" {r['p50_ms']:>7} {r['p95_ms']:>7} {r['max_ms']:>7} {r['non_llm_p50_ms']:>11}"
             f" {r['non_llm_p95_ms']:>6} {r['non_llm_max_ms']:>7}  {r['statuses']}"
         )
+    for r in phases:
+        for said, n in sorted(r["refusals"].items()):
+            print(f"{r['clients']:>7} clients: {n} × {said}")
     one, many = phases
     print(
         f"throughput {many['throughput_rps']} vs {one['throughput_rps']} req/s"
