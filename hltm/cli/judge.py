@@ -209,6 +209,9 @@ def verify() -> None:
     instance's anchor (exit 1 when a row was edited or deleted)."""
     import dagster as dg
 
+    from hltm.cli.demo import load_definitions
+
+    load_definitions()  # the code location (and `assets`) on sys.path
     from assets.judge import chain_check
 
     dagster_home()
