@@ -22,6 +22,7 @@ from hltm.judge.golden import (
     golden_vectors,
     labelled_in,
 )
+from hltm.judge.journal import rank_pool
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import rrf, union_pool
@@ -198,8 +199,7 @@ def evaluate_golden(
         counts.append(_counts_from(scores))
 
         def by_overall(order: Sequence[str], scores: Mapping[str, Any] = scores) -> list[str]:
-            judged_ids = [r for r in order if r in scores]
-            return sorted(judged_ids, key=lambda r: -int(scores[r]["overall"]))
+            return [r.resume_id for r in rank_pool([by_id[rid] for rid in order], scores)]
 
         rankings.setdefault(("closed", "cosine"), {})[vid] = closed_order
         rankings.setdefault(("closed", "bm25"), {})[vid] = labelled_in(
