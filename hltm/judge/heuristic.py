@@ -168,9 +168,7 @@ def prepare_pool(vacancy: dict[str, Any], resumes: Sequence[dict[str, Any]]) -> 
     prefetch_texts([title, *(t for v in views.values() for t in v.role_titles)])
     index = BM25Index().build(keys, [v.parsed.text for v in views.values()])
     term = dict(zip(keys, index.scores(_term_query(vacancy)).tolist(), strict=True))
-    role = {
-        k: sim for k, v in views.items() if (sim := _role_similarity(title, v)) is not None
-    }
+    role = {k: sim for k, v in views.items() if (sim := _role_similarity(title, v)) is not None}
     with _LOCK:
         _POOLS[_vacancy_key(vacancy)] = _PoolEvidence(term, role)
         _POOLS.move_to_end(_vacancy_key(vacancy))
@@ -440,6 +438,8 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
             }
             for c in checks
         ],
-        "overall": {"score": _clamp(100 * overall / sum(WEIGHTS.values())),
-                    "explanation": overall_line},  # fmt: skip
+        "overall": {
+            "score": _clamp(100 * overall / sum(WEIGHTS.values())),
+            "explanation": overall_line,
+        },  # fmt: skip
     }
