@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hltm.judge.heuristic import WEIGHTS, judge_offline, prepare_pool
+from hltm.judge.heuristic import judge_offline, prepare_pool
 from hltm.judge.resume import parse_resume
 from hltm.judge.tasks import JudgeVerdict
 
@@ -67,8 +67,9 @@ def test_an_unreadable_role_is_the_middle_not_the_floor() -> None:
     assert parse_resume(SKILLS_FIRST_LINE).titles == []
     assert verdicts["skills"].role.score == 50
     assert "unknown" in verdicts["skills"].role.explanation
-    # no role evidence either way: the role's share of the overall score is the middle's
-    assert verdicts["skills"].overall.score >= round(50 * WEIGHTS["role"] / sum(WEIGHTS.values()))
+    # no role evidence either way: it ranks on its text, above the sibling trade that has the
+    # closer title but states nothing else the vacancy asks for
+    assert verdicts["skills"].overall.score > verdicts["dotnet"].overall.score
 
 
 def test_an_or_requirement_is_met_by_either() -> None:

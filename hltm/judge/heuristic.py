@@ -2,37 +2,37 @@
 
 It answers the recruiter's question — would I show this candidate for this vacancy? — in the
 rubric's order and in the JSON shape a model must return, from three kinds of evidence that
-hold for any resume layout:
+hold for any resume layout, each *standardised within the pool* (a z-score):
 
-1. **Role**: how close the job titles the resume states (`resume.ParsedResume.titles`: the
-   first ``ROLE_TITLES`` of them — a headline, the recent positions) are to the vacancy's
-   title by meaning (the bundled e5), *relative to the rest of the pool*: the candidate's
-   percentile among the pool's readable titles. No fixed cosine band: e5 puts every
-   "X Developer" within a few hundredths of each other, so only the order within the pool
-   says who is closest. A resume whose titles cannot be read is *unknown* — the middle of
-   the pool, never the floor.
+1. **Role**: how close the resume's own job title — the first one it states
+   (`resume.ParsedResume.titles`: a headline, else the latest position, in whatever layout) —
+   is to the vacancy's title by meaning (the bundled e5). No fixed cosine band: e5 puts every
+   "X Developer" within a few hundredths of each other, so only the candidate's standing in
+   the pool says who is closest. A resume whose title cannot be read is *unknown*: the pool's
+   mean (z = 0), never the floor.
 2. **Level**: the years of the resume's dated positions against the years the vacancy asks
-   for; no dates or no stated years is unknown (the middle).
-3. **Skills**: term evidence for the vacancy over the whole resume (BM25 over the pool, the
-   mandatory requirements counted twice), as a percentile of the pool. The checklist gives
-   each requirement a status backed by a verbatim quote (≤ 200 characters) from any line of
-   the resume, the first included; "A or B" is met by either.
+   for (``have / need``, capped at 1, mapped to −1…1); no dates or no stated years is unknown
+   (0).
+3. **Skills**: term evidence for the vacancy over the whole resume — BM25 over the pool, the
+   mandatory requirements counted twice, ``log1p`` to tame its long tail.
 
-**Overall** is a weighted mean of the three pool-relative scores in the rubric's order of
-importance (``WEIGHTS``: role > level > skills, so a same-role candidate with a thinner stack
-still ranks above another trade's with a richer one; where the role is unknown the order rests
-on the text evidence).
+**Overall** is the weighted sum of the three z-scores (``WEIGHTS``: role > level > skills, the rubric's
+order, so where the role is read a candidate in the vacancy's trade outranks another trade's
+richer stack; where it is unknown the order rests on the text evidence), shown on 0–100 through
+the normal CDF. The checklist gives every requirement a status backed by a verbatim quote
+(≤ 200 characters) from any line of the resume, the first included; "A or B" is met by either.
 
-The pool: `prepare_pool` reads a vacancy's pool once (BM25 over the pool, title similarities
-in one e5 batch) and keeps the statistics for `judge_offline`, which the LLM task interface
-calls per pair. A pair judged without its pool is compared with itself alone (every
-pool-relative score is the middle); the checklist is the same either way.
+The pool: `prepare_pool` reads a vacancy's pool once (BM25 over the pool, title similarities in
+one e5 batch) and keeps its statistics for `judge_offline`, which the LLM task interface calls
+per pair. A pair judged without its pool is a pool of one: every standardised score is 0 (50
+on the 0–100 scale); the checklist is the same either way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -50,10 +50,8 @@ from hltm.judge.text import key_terms, stem, tokenize
 
 __all__ = ["WEIGHTS", "judge_offline", "key_terms", "prepare_pool"]
 
-# The rubric's order of importance: role, then level, then skills.
+# The rubric's order of importance: role, then level, then skills (weights on z-scores).
 WEIGHTS = {"role": 0.45, "level": 0.30, "skills": 0.25}
-ROLE_TITLES = 3  # the first titles a resume states (headline, recent positions) read its role
-UNKNOWN = 0.5  # no evidence: the middle of the pool
 
 _YEARS_RE = re.compile(
     r"(?:(?:at least|minimum(?: of)?|min\.?|over|more than|не менее|минимум|от|более)\s+)?"
@@ -81,7 +79,7 @@ class _IndexedLine:
 class _ResumeView:
     parsed: ParsedResume
     lines: list[_IndexedLine]  # every non-blank line, the first one included
-    role_titles: list[str]  # the first ROLE_TITLES titles (and the headline), in order
+    role_title: str | None  # the first job title the resume states (its headline if given)
 
 
 _VIEW_CACHE: OrderedDict[str, _ResumeView] = OrderedDict()
@@ -107,10 +105,8 @@ def _view(resume: dict[str, Any]) -> _ResumeView:
         for ln in parsed.lines
         if ln.text.strip() and ln.kind != "section"
     ]
-    titles = list(dict.fromkeys(t.text for t in parsed.titles))[:ROLE_TITLES]
-    if headline and headline not in titles:
-        titles.insert(0, headline)
-    view = _ResumeView(parsed, [li for li in lines if li.tokens], titles)
+    role_title = headline or (parsed.titles[0].text if parsed.titles else None)
+    view = _ResumeView(parsed, [li for li in lines if li.tokens], role_title)
     with _LOCK:
         _VIEW_CACHE[key] = view
         if len(_VIEW_CACHE) > _CACHE_SIZE:
@@ -141,11 +137,38 @@ def _term_query(vacancy: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class _Standard:
+    """Mean and spread of one kind of raw evidence over a pool."""
+
+    mean: float
+    std: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> _Standard:
+        if not values:
+            return cls(0.0, 1.0)
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        return cls(mean, std or 1.0)
+
+    def z(self, value: float) -> float:
+        return (value - self.mean) / self.std
+
+
+@dataclass(frozen=True)
 class _PoolEvidence:
-    """Raw evidence of every resume in a vacancy's pool, by resume text digest."""
+    """Raw evidence of every resume in a vacancy's pool (by resume text digest) and its spread."""
 
     term: dict[str, float]
-    role: dict[str, float]  # only resumes whose titles could be read
+    role: dict[str, float]  # only resumes whose title could be read
+
+    @property
+    def term_standard(self) -> _Standard:
+        return _Standard.of(list(self.term.values()))
+
+    @property
+    def role_standard(self) -> _Standard:
+        return _Standard.of(list(self.role.values()))
 
 
 _POOLS: OrderedDict[str, _PoolEvidence] = OrderedDict()
@@ -153,9 +176,9 @@ _POOL_CACHE_SIZE = 64
 
 
 def _role_similarity(vacancy_title: str, view: _ResumeView) -> float | None:
-    if not vacancy_title.strip() or not view.role_titles:
+    if not vacancy_title.strip() or view.role_title is None:
         return None
-    return max(similarities(vacancy_title, view.role_titles))
+    return similarities(vacancy_title, [view.role_title])[0]
 
 
 def prepare_pool(vacancy: dict[str, Any], resumes: Sequence[dict[str, Any]]) -> None:
@@ -165,9 +188,10 @@ def prepare_pool(vacancy: dict[str, Any], resumes: Sequence[dict[str, Any]]) -> 
     views = {_digest(r.get("text") or ""): _view(r) for r in resumes}
     keys = list(views)
     title = vacancy.get("title") or ""
-    prefetch_texts([title, *(t for v in views.values() for t in v.role_titles)])
+    prefetch_texts([title, *(v.role_title for v in views.values() if v.role_title)])
     index = BM25Index().build(keys, [v.parsed.text for v in views.values()])
-    term = dict(zip(keys, index.scores(_term_query(vacancy)).tolist(), strict=True))
+    scores = index.scores(_term_query(vacancy)).tolist()
+    term = {k: math.log1p(score) for k, score in zip(keys, scores, strict=True)}
     role = {k: sim for k, v in views.items() if (sim := _role_similarity(title, v)) is not None}
     with _LOCK:
         _POOLS[_vacancy_key(vacancy)] = _PoolEvidence(term, role)
@@ -176,13 +200,9 @@ def prepare_pool(vacancy: dict[str, Any], resumes: Sequence[dict[str, Any]]) -> 
             _POOLS.popitem(last=False)
 
 
-def _percentile(value: float, values: Sequence[float]) -> float:
-    """Mid-rank percentile of ``value`` among ``values`` (ties share the middle of their run)."""
-    if not values:
-        return UNKNOWN
-    below = sum(1 for v in values if v < value)
-    equal = sum(1 for v in values if v == value)
-    return (below + 0.5 * equal) / len(values)
+def _scale(z: float) -> int:
+    """A z-score on the 0–100 scale (its normal CDF): 0 → 50."""
+    return _clamp(50 * (1 + math.erf(z / math.sqrt(2))))
 
 
 # ------------------------------------------------------------------------------ quotes
@@ -381,18 +401,19 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     if pool is None or key not in pool.term:  # judged alone: a pool of one
         pool = _PoolEvidence({key: 0.0}, {})
 
-    # 1) role: the resume's titles against the vacancy's, placed within the pool
+    # 1) role: the resume's own title against the vacancy's, standardised within the pool
     own_role = pool.role.get(key)
     if own_role is None:
-        role = UNKNOWN
+        z_role = 0.0
         role_line = "no job title could be read: the role is unknown (no evidence either way)"
     else:
-        role = _percentile(own_role, list(pool.role.values()))
+        z_role = pool.role_standard.z(own_role)
         role_line = (
-            f"titles ({'; '.join(view.role_titles)}) are closer to '{title}' than"
-            f" {role:.0%} of the pool's readable titles"
+            f"'{view.role_title}' reads {abs(z_role):.1f} standard deviations"
+            f" {'closer to' if z_role >= 0 else 'further from'} '{title}' than the pool's"
+            " average title"
         )
-    actual = view.role_titles[0] if view.role_titles else "unclear (no job title found)"
+    actual = view.role_title or "unclear (no job title found)"
 
     # 2) requirements, for the record and the skills line
     checks = [check_requirement(view, r) for r in _requirements(vacancy)]
@@ -400,34 +421,35 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     # 3) level: dated experience against the years asked for
     need, have = _required_years(vacancy), _years(view)
     if need is None or have is None:
-        level = UNKNOWN
+        z_level = 0.0
         level_line = (
             "the vacancy states no years" if need is None else "no dated positions to count"
         ) + ": level unknown"
     else:
-        level = min(1.0, have / need) if need > 0 else 1.0
+        z_level = 2 * (min(1.0, have / need) if need > 0 else 1.0) - 1
         level_line = f"{have:.1f} years in dated positions; the vacancy asks for {need:g}"
 
-    # 4) skills: term evidence within the pool
-    skills = _percentile(pool.term[key], list(pool.term.values()))
+    # 4) skills: term evidence standardised within the pool
+    z_skills = pool.term_standard.z(pool.term[key])
     mand = [c for c in checks if c.mandatory]
     met = sum(1 for c in mand if c.status == "met")
     skills_line = (
-        f"term evidence above {skills:.0%} of the pool; {met}/{len(mand)} mandatory"
-        " requirements met"
+        f"term evidence {z_skills:+.1f} standard deviations from the pool's mean;"
+        f" {met}/{len(mand)} mandatory requirements met"
     )
-    experience = 100 * level if need is not None and have is not None else 100 * UNKNOWN
     experience_line = f"{have:.1f} years in dated positions" if have is not None else "no dates"
 
-    overall = sum(WEIGHTS[name] * value for name, value in
-                  (("role", role), ("level", level), ("skills", skills)))  # fmt: skip
-    overall_line = f"role {role:.0%}, level {level:.0%}, skills {skills:.0%} of the pool"
+    z = {"role": z_role, "level": z_level, "skills": z_skills}
+    # a weighted sum of standardised scores, itself standardised (unit spread if independent)
+    norm = math.sqrt(sum(w * w for w in WEIGHTS.values()))
+    overall = sum(WEIGHTS[name] * value for name, value in z.items()) / norm
+    overall_line = ", ".join(f"{name} {value:+.2f}" for name, value in z.items()) + " (z-scores)"
     return {
         "actual_role": actual,
-        "role": {"score": _clamp(100 * role), "explanation": role_line},
-        "level": {"score": _clamp(100 * level), "explanation": level_line},
-        "skills": {"score": _clamp(100 * skills), "explanation": skills_line},
-        "experience": {"score": _clamp(experience), "explanation": experience_line},
+        "role": {"score": _scale(z_role), "explanation": role_line},
+        "level": {"score": _scale(z_level), "explanation": level_line},
+        "skills": {"score": _scale(z_skills), "explanation": skills_line},
+        "experience": {"score": _scale(z_level), "explanation": experience_line},
         "checklist": [
             {
                 "requirement_id": c.requirement_id,
@@ -438,8 +460,5 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
             }
             for c in checks
         ],
-        "overall": {
-            "score": _clamp(100 * overall / sum(WEIGHTS.values())),
-            "explanation": overall_line,
-        },  # fmt: skip
+        "overall": {"score": _scale(overall), "explanation": overall_line},
     }
