@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from hltm.cli import dagster_home, fail, settings
+from hltm.cli.query import eval_group
 
 
 @click.group()
@@ -422,4 +423,20 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     click.echo(report.table())
 
 
+
+@eval_group.command("titles")
+@_REALDATA_OPTION
+def eval_titles(realdata: Path | None) -> None:
+    """How well the resume reader finds job titles: precision and recall on the Indeed resumes'
+    human Designation spans and on the livecareer resumes' first lines."""
+    from hltm.judge.title_eval import measure_indeed, measure_livecareer
+
+    for measure in (measure_indeed, measure_livecareer):
+        try:
+            click.echo(measure(realdata).line())
+        except FileNotFoundError as err:
+            fail(f"title evaluation: {err}")
+
+
 COMMANDS = [judge]
+
