@@ -285,6 +285,8 @@ def evaluate(
             click.echo("")
             click.echo(report.per_vacancy_table())
         click.echo("")
+        click.echo(report.checklist_table())
+        click.echo("")
     for name, report in reports.items():
         click.echo(_summary_line(name, report))
     if json_out:
@@ -423,7 +425,6 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     click.echo(report.table())
 
 
-
 @eval_group.command("titles")
 @_REALDATA_OPTION
 def eval_titles(realdata: Path | None) -> None:
@@ -439,4 +440,3 @@ def eval_titles(realdata: Path | None) -> None:
 
 
 COMMANDS = [judge]
-

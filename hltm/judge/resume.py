@@ -319,6 +319,24 @@ def title_score(part: str) -> float:
     return 1.0 if ROLE_NOUNS.search(part) else 0.0
 
 
+# The head noun of a title by its form, for jobs no list names ("Phlebotomist", "Bookseller",
+# "Landscaper"; "Электромонтажник"): an agent noun — the last word in English, the first in
+# Russian.
+_AGENT_EN_RE = re.compile(r"[a-z]{3,}(?:er|or|ist|ian)s?", re.IGNORECASE)
+_AGENT_RU_RE = re.compile(r"[а-яё]{3,}(?:ист|ер|ор|тель|ник|щик|чик)\w{0,2}", re.IGNORECASE)
+_WORDS_RE = re.compile(r"[^\W\d_]+")
+
+
+def names_a_job(text: str) -> bool:
+    """A job-title head noun: one of `ROLE_NOUNS`, else an agent noun where the head stands."""
+    if ROLE_NOUNS.search(text):
+        return True
+    words = _WORDS_RE.findall(text)
+    if not words:
+        return False
+    return bool(_AGENT_EN_RE.fullmatch(words[-1]) or _AGENT_RU_RE.fullmatch(words[0]))
+
+
 _STRONG_SPLIT_RE = re.compile(
     r"\s+[—–|·•]\s+|\s+-\s+|\s*[|·•]\s*|\s+at\s+|\s+@\s+|\s+в\s+(?=[«\"A-ZА-Я])"
 )
@@ -562,6 +580,7 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
 _NOT_TITLE_SECTIONS = frozenset({"education", "skills", "projects", "languages", "other"})
 _TITLE_MAX_WORDS = 8
 _LABEL_MAX_WORDS = 2
+_FIGURES_RE = re.compile(r"\d{4}|\d[.,]\d|\d\s*%")
 _CONTACT_RE = re.compile(r"@|https?:|www\.|\d{5,}|\d[\d ()+-]{7,}\d")
 
 
@@ -577,19 +596,20 @@ def _title_of_line(ln: Line) -> Title | None:
         start += label.end()
         body = body[label.end() :]
     body_no_dates = _RANGE_RE.sub(" ", body).strip(" ,;-–—|")
+    top = ln.section == "top"  # before any section: where a resume states its own title
     if (
         not body_no_dates
         or len(body_no_dates) > MAX_TITLE_CHARS
         or len(body_no_dates.split()) > _TITLE_MAX_WORDS
         or ":" in body_no_dates
-        or any(ch.isdigit() for ch in body_no_dates)  # versions, counts, addresses
+        or _FIGURES_RE.search(body_no_dates)  # versions, years, amounts
         or _CONTACT_RE.search(body_no_dates)
         or (body_no_dates.endswith(".") and len(body_no_dates.split()) > 3)
         or _is_study(body_no_dates)
-        or not ROLE_NOUNS.search(body_no_dates)
+        or not (ROLE_NOUNS.search(body_no_dates) or (top and names_a_job(body_no_dates)))
     ):
         return None
-    picked = _pick_title(body, start)
+    picked = _pick_title(body, start, plain_ok=top)
     return Title(*picked) if picked else None
 
 
