@@ -10,6 +10,7 @@ from typing import Any
 from hltm.judge.heuristic import judge_offline, prepare_pool
 from hltm.judge.resume import parse_resume
 from hltm.judge.tasks import JudgeVerdict
+from hltm.judge.title_eval import designation_spans
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge"
 EDUCATION_THEN_TITLE = (FIXTURES / "indeed_060_education_then_title.txt").read_text("utf-8")
@@ -88,3 +89,15 @@ def test_sibling_developer_titles_rank_below_the_exact_one() -> None:
     assert verdicts["java"].overall.score > max(
         verdicts["mule"].overall.score, verdicts["dotnet"].overall.score
     )
+
+
+def test_designation_spans_are_read_as_half_open_offsets() -> None:
+    # resumes_indeed_ner.jsonl writes inclusive ends (row 4: "java developer" on line 2)
+    text = "Imgeeyaul Ansari\njava developer\n\nPune, Maharashtra\n"
+    start = text.index("java developer")
+    row = {
+        "content": text,
+        "annotation": [{"label": ["Designation"], "points": [{"start": start, "end": start + 13}]}],
+    }
+    assert [text[a:b] for a, b in designation_spans(row)] == ["java developer"]
+    assert [t.text for t in parse_resume(text).titles] == ["java developer"]

@@ -38,6 +38,7 @@ __all__ = [
     "month_index",
     "parse_as_of",
     "parse_resume",
+    "spans_overlap",
 ]
 
 _MONTHS = {
@@ -624,10 +625,11 @@ def _titles(lines: list[Line], found: list[tuple[Position, int, int]]) -> list[T
     }
     for ln in lines:
         title = _title_of_line(ln)
-        if title is not None and not any(_overlap(title.span, s) for s in candidates):
+        if title is not None and not any(spans_overlap(title.span, s) for s in candidates):
             candidates[title.span] = title
     return [candidates[span] for span in sorted(candidates)]
 
 
-def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two half-open character spans share a character."""
     return a[0] < b[1] and b[0] < a[1]

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hltm.judge.resume import parse_resume
+from hltm.judge.resume import parse_resume, spans_overlap
 from hltm.settings import realdata_dir
 
 __all__ = ["TitleMeasure", "measure_indeed", "measure_livecareer"]
@@ -51,10 +51,6 @@ class TitleMeasure:
         )
 
 
-def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] < b[1] and b[0] < a[1]
-
-
 def designation_spans(row: dict) -> list[tuple[int, int]]:
     """The ``Designation`` spans of one Indeed row as half-open offsets (the file's ends are
     inclusive), leading and trailing spaces trimmed."""
@@ -86,9 +82,9 @@ def measure_indeed(realdata: Path | None = None) -> TitleMeasure:
             titles = [t.span for t in parse_resume(row["content"]).titles]
             resumes += 1
             found += len(titles)
-            correct += sum(1 for t in titles if any(_overlaps(t, g) for g in gold))
+            correct += sum(1 for t in titles if any(spans_overlap(t, g) for g in gold))
             marked += len(gold)
-            recalled += sum(1 for g in gold if any(_overlaps(t, g) for t in titles))
+            recalled += sum(1 for g in gold if any(spans_overlap(t, g) for t in titles))
     return TitleMeasure("indeed (Designation spans)", resumes, found, correct, marked, recalled)
 
 
@@ -105,6 +101,6 @@ def measure_livecareer(realdata: Path | None = None) -> TitleMeasure:
                 continue
             titles = [t.span for t in parse_resume(text).titles]
             resumes += 1
-            recalled += any(_overlaps(t, line1) for t in titles)
-            first_right += bool(titles) and _overlaps(titles[0], line1)
+            recalled += any(spans_overlap(t, line1) for t in titles)
+            first_right += bool(titles) and spans_overlap(titles[0], line1)
     return TitleMeasure("livecareer (line 1)", resumes, resumes, first_right, resumes, recalled)
