@@ -22,6 +22,11 @@ and says so.
 *fit* when the category is one of the vacancy's categories and the title matches the vacancy's
 title pattern, *borderline* when exactly one of the two holds or the category is a related one,
 *miss* otherwise.
+
+**The Indeed set** (``golden/real-indeed/``, resumes of another layout) is built the same way
+from ``resumes_indeed_ner.jsonl``: every resume with a human ``Designation`` span, labelled from
+those spans (`label_by_titles`: *fit* when one matches the vacancy's ``fit_title``,
+*borderline* when one matches its ``related_title``, *miss* otherwise).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ __all__ = [
     "default_realdata",
     "first_line_title",
     "freeze_real_golden",
+    "label_by_titles",
     "label_pair",
     "load_real_golden",
 ]
