@@ -26,7 +26,8 @@ the normal CDF. The checklist gives every requirement a status backed by a verba
 The pool: `prepare_pool` reads a vacancy's pool once (BM25 over the pool, title similarities in
 one e5 batch) and keeps its statistics for `judge_offline`, which the LLM task interface calls
 per pair. A pair judged without its pool is a pool of one: every standardised score is 0 (50
-on the 0–100 scale); the checklist is the same either way.
+on the 0–100 scale); the checklist is the same either way. A score is relative to the pool it
+was judged in, and the score cache keeps it until the vacancy or the resume changes.
 """
 
 from __future__ import annotations
