@@ -61,10 +61,13 @@ def test_stats_report_on_the_golden_set(golden_settings, tmp_path) -> None:  # t
     assert row.latency_mean_s > 0 and row.prompt_tokens_per_pair > 0
     assert 0.0 <= row.quote_mismatch_rate <= 1.0 and row.mandatory_quotes > 0
     assert row.strict_p10 == report.golden[row.model].value("closed", "union+judge")
-    # The weight study: noise cannot reach the judge, and weights are not needed.
+    # The weight study: noise cannot reach the judge, and the report states its own finding
+    # (on the sample world, whose labels follow role families the offline judge no longer
+    # encodes, a fitted weighting of its five scores does help; see the README).
     assert study.permutation.p95_best < study.loocv.reference_precision
-    assert study.ci_difference.low <= 0 <= study.ci_difference.high or not study.weights_needed
-
+    verdict = (tmp_path / "report" / "weight_study.md").read_text(encoding="utf-8")
+    assert ("**Weights help**" in verdict) == study.weights_needed
+    assert ("**Weights are not needed**" in verdict) == (not study.weights_needed)
     text = report.path.read_text(encoding="utf-8")
     for needle in (
         "## Model tender",

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from hltm.cli import dagster_home, fail, settings
+from hltm.cli.query import eval_group
 
 
 @click.group()
@@ -235,13 +236,25 @@ _REALDATA_OPTION = click.option(
 )
 
 
-def _real_set(realdata: Path | None):  # type: ignore[no-untyped-def]
-    from hltm.judge.golden_real import RealDataMissing, load_real_golden
+_SETS = ["all", "sample", "real", "indeed"]
 
-    try:
-        return load_real_golden(realdata=realdata)
-    except (RealDataMissing, ValueError) as err:
-        fail(f"real golden set: {err}")
+
+def _sets(which: str, realdata: Path | None) -> list[tuple[str, Any]]:
+    """The golden sets ``--set`` names: the sample world's, the livecareer real set, the
+    Indeed real set, or all three."""
+    from hltm.judge.golden import load_golden
+    from hltm.judge.golden_real import INDEED_DIR, REAL_DIR, RealDataMissing, load_real_golden
+
+    out: list[tuple[str, Any]] = []
+    if which in ("all", "sample"):
+        out.append(("sample", load_golden()))
+    for name, path in (("real", REAL_DIR), ("indeed", INDEED_DIR)):
+        if which in ("all", name):
+            try:
+                out.append((name, load_real_golden(path, realdata=realdata)))
+            except (RealDataMissing, ValueError) as err:
+                fail(f"{name} golden set: {err}")
+    return out
 
 
 def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
@@ -259,8 +272,8 @@ def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
 @click.option("--per-vacancy", is_flag=True, help="Also print per-vacancy strict P@10.")
 @click.option("--workers", default=5, show_default=True)
 @click.option(
-    "--set", "which", type=click.Choice(["both", "sample", "real"]), default="both",
-    show_default=True, help="The sample-world set, the real-data set, or both side by side.",
+    "--set", "which", type=click.Choice(_SETS), default="all", show_default=True,
+    help="The sample-world set, the livecareer or the Indeed real set, or all side by side.",
 )  # fmt: skip
 @_REALDATA_OPTION
 @click.option("--json-out", type=click.Path(path_type=Path), default=None)
@@ -274,16 +287,11 @@ def evaluate(
 ) -> None:
     """Cosine / BM25 / RRF / union + judge on the golden sets, closed set and live pool."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden import load_golden
     from hltm.judge.golden_eval import evaluate_golden, save_report
     from hltm.llm import make_llm
 
     cfg = settings()
-    sets = []
-    if which in ("both", "sample"):
-        sets.append(("sample", load_golden()))
-    if which in ("both", "real"):
-        sets.append(("real", _real_set(realdata)))
+    sets = _sets(which, realdata)
     llm, embedder = make_llm(cfg, model=cfg.judge_model), make_embedder(cfg)
     reports = {}
     for name, gs in sets:
@@ -299,6 +307,8 @@ def evaluate(
             click.echo("")
             click.echo(report.per_vacancy_table())
         click.echo("")
+        click.echo(report.checklist_table())
+        click.echo("")
     for name, report in reports.items():
         click.echo(_summary_line(name, report))
     if json_out:
@@ -308,22 +318,15 @@ def evaluate(
 
 @golden.command()
 @click.option("--full", is_flag=True, help="Re-embed every resume instead of spot-checking.")
-@click.option(
-    "--set", "which", type=click.Choice(["both", "sample", "real"]), default="both",
-    show_default=True,
-)  # fmt: skip
+@click.option("--set", "which", type=click.Choice(_SETS), default="all", show_default=True)
 @_REALDATA_OPTION
 def check(full: bool, which: str, realdata: Path | None) -> None:
     """Re-measure the pinned cosine baselines; exit 1 if one no longer reproduces."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden import check_pins, load_golden
+    from hltm.judge.golden import check_pins
 
     embedder = make_embedder(settings())
-    sets = []
-    if which in ("both", "sample"):
-        sets.append(("sample", load_golden()))
-    if which in ("both", "real"):
-        sets.append(("real", _real_set(realdata)))
+    sets = _sets(which, realdata)
     broken = False
     for name, gs in sets:
         result = check_pins(gs, embedder, full=full)
@@ -336,34 +339,37 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
 
 @golden.command()
 @click.option(
-    "--set", "which", type=click.Choice(["sample", "real"]), default="sample", show_default=True
+    "--set", "which", type=click.Choice(_SETS[1:]), default="sample", show_default=True
 )  # fmt: skip
 @_REALDATA_OPTION
 @click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
 def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
     """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
-    from hltm.judge.golden import load_golden
     from hltm.judge.golden_eval import measure_relevance
     from hltm.judge.quotes import RELEVANCE_THRESHOLD
 
-    gs = load_golden() if which == "sample" else _real_set(realdata)
+    [(_, gs)] = _sets(which, realdata)
     result = measure_relevance(gs, per_vacancy=per_vacancy)
     click.echo(result.summary())
     click.echo(f"in use: quotes.RELEVANCE_THRESHOLD = {RELEVANCE_THRESHOLD}")
 
 
 @golden.command(name="freeze-real")
+@click.option("--set", "which", type=click.Choice(_SETS[2:]), default="real", show_default=True)
 @_REALDATA_OPTION
 @click.option("--force", is_flag=True, help="Overwrite the existing frozen real set.")
-def freeze_real(realdata: Path | None, force: bool) -> None:
-    """Label the real set by the rule in golden/real/spec.json and pin its cosine baseline.
+def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
+    """Label a real set by the rule in its spec.json and pin its cosine baseline.
 
     Re-freezing moves the yardstick: it refuses to overwrite unless --force is given."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden_real import RealDataMissing, freeze_real_golden
+    from hltm.judge.golden_real import INDEED_DIR, REAL_DIR, RealDataMissing, freeze_real_golden
 
+    out = INDEED_DIR if which == "indeed" else REAL_DIR
     try:
-        manifest = freeze_real_golden(make_embedder(settings()), realdata=realdata, force=force)
+        manifest = freeze_real_golden(
+            make_embedder(settings()), out, realdata=realdata, force=force
+        )
     except (FileExistsError, RealDataMissing) as err:
         fail(str(err))
     pins, counts = manifest["pins"], manifest["counts"]
@@ -439,6 +445,20 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     except FileNotFoundError as err:
         fail(str(err))
     click.echo(report.table())
+
+
+@eval_group.command("titles")
+@_REALDATA_OPTION
+def eval_titles(realdata: Path | None) -> None:
+    """How well the resume reader finds job titles: precision and recall on the Indeed resumes'
+    human Designation spans and on the livecareer resumes' first lines."""
+    from hltm.judge.title_eval import measure_indeed, measure_livecareer
+
+    for measure in (measure_indeed, measure_livecareer):
+        try:
+            click.echo(measure(realdata).line())
+        except FileNotFoundError as err:
+            fail(f"title evaluation: {err}")
 
 
 COMMANDS = [judge]

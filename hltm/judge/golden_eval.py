@@ -22,6 +22,7 @@ from hltm.judge.golden import (
     golden_vectors,
     labelled_in,
 )
+from hltm.judge.journal import rank_pool
 from hltm.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import rrf, union_pool
@@ -59,6 +60,8 @@ class GoldenReport:
     pins: dict[str, Any]
     vacancies: list[str] = field(default_factory=list)
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # label (fit | borderline | miss) → checklist status → items, over the judged closed set
+    checklist: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def value(self, setting: str, method: str, soft: bool = False) -> float:
         return self.precision[(setting, method, "soft" if soft else "strict")].value
@@ -79,7 +82,20 @@ class GoldenReport:
             "failed": self.failed,
             "gate": {"passed": self.gate.passed, "rate": round(self.gate.rate, 4)},
             "pins": self.pins,
+            "checklist": self.checklist,
         }
+
+    def checklist_table(self) -> str:
+        """Checklist statuses by label: fits should read mostly "met", misses mostly not."""
+        lines = ["| label | items | met | partial | not found |", "|---|---|---|---|---|"]
+        for label, counts in self.checklist.items():
+            total = sum(counts.values())
+            shares = " | ".join(
+                f"{counts.get(s, 0) / total:.1%}" if total else "–"
+                for s in ("met", "partial", "not_found")
+            )
+            lines.append(f"| {label} | {total} | {shares} |")
+        return "\n".join(lines)
 
     def table(self) -> str:
         """The evaluation as a Markdown table (what the closing note and the UI show)."""
@@ -162,6 +178,7 @@ def evaluate_golden(
     usage = LLMUsage()
     counts = []
     invisible = rescued = rrf_rescued = 0
+    checklist: dict[str, dict[str, int]] = {label: {} for label in ("fit", "borderline", "miss")}
     for v in vacancies:
         vid = v.vacancy_id
         lab = labels[vid]
@@ -196,10 +213,10 @@ def evaluate_golden(
         usage = _add(usage, report.usage)
         scores = cached_scores(derived_db, v, [by_id[r] for r in closed_order], config)
         counts.append(_counts_from(scores))
+        _count_statuses(checklist, scores, lab)
 
         def by_overall(order: Sequence[str], scores: Mapping[str, Any] = scores) -> list[str]:
-            judged_ids = [r for r in order if r in scores]
-            return sorted(judged_ids, key=lambda r: -int(scores[r]["overall"]))
+            return [r.resume_id for r in rank_pool([by_id[rid] for rid in order], scores)]
 
         rankings.setdefault(("closed", "cosine"), {})[vid] = closed_order
         rankings.setdefault(("closed", "bm25"), {})[vid] = labelled_in(
@@ -235,6 +252,7 @@ def evaluate_golden(
         rescued_fits=rescued, rrf_rescued=rrf_rescued, judged=judged, cached=cached,
         failed=failed, usage=usage, gate=gate_from_counts(sum_counts(counts)),
         pins=gs.pins, vacancies=[v.vacancy_id for v in vacancies], spread=spread,
+        checklist=checklist,
     )  # fmt: skip
 
 
@@ -244,6 +262,17 @@ def _add(a: LLMUsage, b: LLMUsage) -> LLMUsage:
         a.completion_tokens + b.completion_tokens, a.failed_calls + b.failed_calls,
         a.seconds + b.seconds,
     )  # fmt: skip
+
+
+def _count_statuses(
+    into: dict[str, dict[str, int]],
+    scores: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[str, str],
+) -> None:
+    for rid, row in scores.items():
+        bucket = into.setdefault(labels.get(rid, "miss"), {})
+        for item in json.loads(row["verdict"] or "{}").get("checklist", ()):
+            bucket[item["status"]] = bucket.get(item["status"], 0) + 1
 
 
 def _counts_from(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:

@@ -22,6 +22,11 @@ and says so.
 *fit* when the category is one of the vacancy's categories and the title matches the vacancy's
 title pattern, *borderline* when exactly one of the two holds or the category is a related one,
 *miss* otherwise.
+
+**The Indeed set** (``golden/real-indeed/``, resumes of another layout) is built the same way
+from ``resumes_indeed_ner.jsonl``: every resume with a human ``Designation`` span, labelled from
+those spans (`label_by_titles`: *fit* when one matches the vacancy's ``fit_title``,
+*borderline* when one matches its ``related_title``, *miss* otherwise).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -41,19 +46,23 @@ from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.golden import GOLDEN_DIR, GoldenSet, K, cosine_pins, file_sha256, golden_vectors
 from hltm.judge.golden_freeze import label_counts, write_manifest, write_snapshot
+from hltm.judge.title_eval import designation_spans
 from hltm.settings import realdata_dir
 
 __all__ = [
+    "INDEED_DIR",
     "REAL_DIR",
     "RealDataMissing",
     "default_realdata",
     "first_line_title",
     "freeze_real_golden",
+    "label_by_titles",
     "label_pair",
     "load_real_golden",
 ]
 
 REAL_DIR = GOLDEN_DIR / "real"
+INDEED_DIR = GOLDEN_DIR / "real-indeed"
 FROZEN_FILES = ("spec.json", "labels.csv", "vectors.npz")
 _SAMPLE_SALT = "real-golden:"
 
@@ -108,9 +117,7 @@ def _sample(resumes: list[dict[str, str]], rule: Mapping[str, Any]) -> list[dict
     return out
 
 
-def _resume(row: Mapping[str, str]) -> Resume:
-    rid = f"lc-{row['ID']}"
-    text = row["Resume_text"]
+def _resume(rid: str, text: str) -> Resume:
     digest = resume_content_hash({"resume_id": rid, "text": text, "language": "en"})
     return Resume(rid, text, digest, None, "en", "active", None)
 
@@ -147,9 +154,55 @@ class _Built:
     source_hashes: dict[str, str]
 
 
+def label_by_titles(vacancy_spec: Mapping[str, Any], titles: Sequence[str]) -> str:
+    """The Indeed set's written rule: fit when a marked title matches ``fit_title``,
+    borderline when none does but one matches ``related_title``, miss otherwise."""
+
+    def any_match(pattern: str) -> bool:
+        return any(re.search(pattern, t, re.IGNORECASE) for t in titles)
+
+    if any_match(vacancy_spec["fit_title"]):
+        return "fit"
+    if vacancy_spec.get("related_title") and any_match(vacancy_spec["related_title"]):
+        return "borderline"
+    return "miss"
+
+
+def _indeed_rows(path: Path) -> list[tuple[str, str, list[str]]]:
+    """(id ``in-<line number>``, text, marked titles) of every Indeed resume with a title."""
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for n, raw in enumerate(fh):
+            row = json.loads(raw)
+            titles = [row["content"][a:b] for a, b in designation_spans(row)]
+            if titles:
+                out.append((f"in-{n}", row["content"], titles))
+    return out
+
+
 def _build(spec: Mapping[str, Any], realdata: Path) -> _Built:
     paths = {key: _source(realdata, name) for key, name in spec["sources"].items()}
+    if paths["resumes"].suffix == ".jsonl":
+        return _build_indeed(spec, paths)
     resume_rows = _sample(_rows(paths["resumes"]), spec["resume_sample"])
+    vacancies = _vacancies(spec, paths)
+    resumes = [_resume(f"lc-{r['ID']}", r["Resume_text"]) for r in resume_rows]
+    categories = {f"lc-{r['ID']}": r["Category"] for r in resume_rows}
+    labels = {
+        v["vacancy_id"]: {
+            f"lc-{r['ID']}": label_pair(v, r["Category"], first_line_title(r["Resume_text"]))
+            for r in resume_rows
+        }
+        for v in spec["vacancies"]
+    }
+    return _Built(vacancies, resumes, categories, labels, _hashes(paths))
+
+
+def _hashes(paths: Mapping[str, Path]) -> dict[str, str]:
+    return {path.name: file_sha256(path) for path in paths.values()}
+
+
+def _vacancies(spec: Mapping[str, Any], paths: Mapping[str, Path]) -> list[Vacancy]:
     by_source = {
         "postings_en": {r["job_id"]: r for r in _rows(paths["postings_en"])},
         "vacancies_ru": {r["id"]: r for r in _rows(paths["vacancies_ru"])},
@@ -160,17 +213,18 @@ def _build(spec: Mapping[str, Any], realdata: Path) -> _Built:
         if posting is None:
             raise ValueError(f"{v['vacancy_id']}: row {v['row_id']} not in {v['source']}")
         vacancies.append(_vacancy(v, posting, v["source"]))
-    resumes = [_resume(r) for r in resume_rows]
-    categories = {f"lc-{r['ID']}": r["Category"] for r in resume_rows}
+    return vacancies
+
+
+def _build_indeed(spec: Mapping[str, Any], paths: Mapping[str, Path]) -> _Built:
+    rows = _indeed_rows(paths["resumes"])
     labels = {
-        v["vacancy_id"]: {
-            f"lc-{r['ID']}": label_pair(v, r["Category"], first_line_title(r["Resume_text"]))
-            for r in resume_rows
-        }
+        v["vacancy_id"]: {rid: label_by_titles(v, titles) for rid, _, titles in rows}
         for v in spec["vacancies"]
     }
-    hashes = {name: file_sha256(path) for name, path in ((p.name, p) for p in paths.values())}
-    return _Built(vacancies, resumes, categories, labels, hashes)
+    categories = {rid: " | ".join(dict.fromkeys(titles)) for rid, _, titles in rows}
+    resumes = [_resume(rid, text) for rid, text, _ in rows]
+    return _Built(_vacancies(spec, paths), resumes, categories, labels, _hashes(paths))
 
 
 def freeze_real_golden(

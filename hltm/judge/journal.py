@@ -85,7 +85,8 @@ class Ranked:
 
 
 def rank_pool(pool: Sequence[Resume], scores: Mapping[str, Mapping[str, Any]]) -> list[Ranked]:
-    """Judged pool members by ``overall`` (high first); ties keep pool order."""
+    """Judged pool members by ``overall`` (high first); a tie breaks on the evidence in the
+    rubric's order (role, level, skills, experience), never on pool order alone."""
     judged = [
         Ranked(
             r.resume_id,
@@ -98,7 +99,12 @@ def rank_pool(pool: Sequence[Resume], scores: Mapping[str, Mapping[str, Any]]) -
         for r in pool
         if r.resume_id in scores
     ]
-    return sorted(judged, key=lambda x: -x.overall)  # stable: ties stay in pool order
+    return sorted(judged, key=evidence_order)
+
+
+def evidence_order(r: Ranked) -> tuple[int, ...]:
+    """Sort key: overall first, then the rubric's order of evidence (high first)."""
+    return (-r.overall, -r.role, -r.level, -r.skills, -r.experience)
 
 
 def config_gate(

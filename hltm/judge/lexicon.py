@@ -25,9 +25,7 @@ __all__ = [
     "FAMILIES",
     "GENERIC_REQUIREMENT_WORDS",
     "LEVELS",
-    "RELATED",
     "RoleFamily",
-    "family_similarity",
 ]
 
 LEVELS = ("junior", "middle", "senior", "lead")
@@ -454,30 +452,6 @@ FAMILIES: tuple[RoleFamily, ...] = (
 )
 
 FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
-
-# Jobs a recruiter would call "close, but not the same": partial credit, never a fit.
-RELATED: dict[frozenset[str], float] = {
-    frozenset({"backend", "fullstack"}): 0.6,
-    frozenset({"frontend", "fullstack"}): 0.6,
-    frozenset({"data_scientist", "ml_engineer"}): 0.45,
-    frozenset({"data_scientist", "data_analyst"}): 0.3,
-    frozenset({"data_analyst", "business_analyst"}): 0.4,
-    frozenset({"backend", "architect"}): 0.3,
-    frozenset({"backend", "data_engineer"}): 0.3,
-    frozenset({"backend", "devops"}): 0.2,
-    frozenset({"devops", "security"}): 0.2,
-    frozenset({"product_manager", "project_manager"}): 0.25,
-    frozenset({"engineering_manager", "project_manager"}): 0.25,
-    frozenset({"frontend", "mobile"}): 0.2,
-    frozenset({"dba", "backend"}): 0.2,
-}
-
-
-def family_similarity(a: str, b: str) -> float:
-    if a == b:
-        return 1.0
-    return RELATED.get(frozenset({a, b}), 0.0)
-
 
 # Seniority written in a title. Prefix markers ("Senior Java Developer", "Ведущий аналитик") are
 # strong; "… Lead" at the end of a title ("Delivery Lead", "Tech Lead") is a weaker hint.

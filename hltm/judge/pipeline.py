@@ -328,8 +328,8 @@ def judge_pool(
     todo, report.deferred = cold[:granted], len(cold) - granted
     usage_before = llm.snapshot()
     if todo and llm.backend_name == OFFLINE_BACKEND:
-        # the offline rules read what they compare by meaning in one batch (cold pairs only)
-        payloads = [build_payload(vacancy, r) for r in todo]
+        # the offline judge places each candidate within the whole pool: it reads it first
+        payloads = [build_payload(vacancy, r) for r in resumes]
         prepare_pool(payloads[0]["vacancy"], [p["resume"] for p in payloads])
 
     def evaluate(resume: Resume) -> tuple[Resume, dict[str, Any] | None, str | None]:

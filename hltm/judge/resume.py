@@ -30,7 +30,16 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Line", "ParsedResume", "Position", "month_index", "parse_as_of", "parse_resume"]
+__all__ = [
+    "Line",
+    "ParsedResume",
+    "Position",
+    "Title",
+    "month_index",
+    "parse_as_of",
+    "parse_resume",
+    "spans_overlap",
+]
 
 _MONTHS = {
     # English
@@ -92,7 +101,8 @@ _SECTION_WORDS: dict[str, str] = {
     "certifications and licenses": "education", "coursework": "education",
     "дополнительное образование": "education", "повышение квалификации": "education",
     "languages": "languages", "языки": "languages", "знание языков": "languages",
-    "projects": "experience", "проекты": "experience",
+    "projects": "projects", "project": "projects", "academic projects": "projects",
+    "key projects": "projects", "проекты": "projects",
     "accomplishments": "other", "core accomplishments": "other", "awards": "other",
     "interests": "other", "additional information": "other", "affiliations": "other",
     "professional affiliations": "other", "activities and honors": "other",
@@ -154,7 +164,7 @@ ROLE_NOUNS = re.compile(
 MAX_TITLE_CHARS = 80
 _WORD_RE = re.compile(r"[^\W\d_]{2,}")  # a title has at least one real word
 # Sections whose dated lines are not jobs: studies, memberships, activities, languages.
-_NOT_EMPLOYMENT = frozenset({"education", "other", "languages"})
+_NOT_EMPLOYMENT = frozenset({"education", "other", "languages", "projects"})
 HEADER_WINDOW = 3  # non-blank lines above / below a date range that may hold its title
 
 
@@ -177,8 +187,9 @@ def parse_as_of(value: object) -> int | None:
 class Line:
     text: str  # the line as written (no newline)
     start: int  # offset of the line in the resume text
-    kind: str = "other"  # header | anchor | body | section | skills | summary | education | other
+    kind: str = "other"  # header | anchor | body | section | skills | summary | education | projects | other
     position: int | None = None  # index of the position it belongs to
+    section: str = "top"  # the section the line stands in
 
     @property
     def end(self) -> int:
@@ -211,6 +222,14 @@ class Position:
         return "\n".join([self.title, *(ln.text for ln in self.body)])
 
 
+@dataclass(frozen=True)
+class Title:
+    """A job title the resume states: a position's title or a title-like line elsewhere."""
+
+    text: str
+    span: tuple[int, int]  # offsets in the resume text
+
+
 @dataclass
 class ParsedResume:
     text: str
@@ -219,6 +238,7 @@ class ParsedResume:
     as_of: int | None
     skills_lines: list[Line]
     summary_lines: list[Line]
+    titles: list[Title] = field(default_factory=list)  # job titles, in the order written
 
     def recent(self, n: int = 3) -> list[Position]:
         return self.positions[:n]
@@ -296,12 +316,26 @@ def _interval(match: re.Match[str], as_of: int | None) -> tuple[int, int, bool] 
 
 
 def title_score(part: str) -> float:
-    from hltm.judge.roles import title_evidence  # local import: roles imports this module
+    """1 when ``part`` names a job (has a job-title head noun), else 0."""
+    return 1.0 if ROLE_NOUNS.search(part) else 0.0
 
-    score = sum(title_evidence(part).values())
-    if ROLE_NOUNS.search(part):
-        score += 1.0
-    return score
+
+# The head noun of a title by its form, for jobs no list names ("Phlebotomist", "Bookseller",
+# "Landscaper"; "Электромонтажник"): an agent noun — the last word in English, the first in
+# Russian.
+_AGENT_EN_RE = re.compile(r"[a-z]{3,}(?:er|or|ist|ian)s?", re.IGNORECASE)
+_AGENT_RU_RE = re.compile(r"[а-яё]{3,}(?:ист|ер|ор|тель|ник|щик|чик)\w{0,2}", re.IGNORECASE)
+_WORDS_RE = re.compile(r"[^\W\d_]+")
+
+
+def names_a_job(text: str) -> bool:
+    """A job-title head noun: one of `ROLE_NOUNS`, else an agent noun where the head stands."""
+    if ROLE_NOUNS.search(text):
+        return True
+    words = _WORDS_RE.findall(text)
+    if not words:
+        return False
+    return bool(_AGENT_EN_RE.fullmatch(words[-1]) or _AGENT_RU_RE.fullmatch(words[0]))
 
 
 _STRONG_SPLIT_RE = re.compile(
@@ -369,6 +403,23 @@ def _section_of(line: str) -> tuple[str, str | None] | None:
     return _SECTION_WORDS[m.group("name").lower()], m.group("rest")
 
 
+_KIND_SECTIONS = ("summary", "education", "skills", "projects")
+_HEADING_MAX_WORDS = 4
+
+
+def _looks_like_heading(stripped: str) -> bool:
+    """A heading by its form: a short line in capitals (or ending in a colon) that names no job
+    and holds no figures — "ACADEMIA", "Functional & Technical Expertise:"."""
+    words = stripped.rstrip(":").split()
+    if not words or len(words) > _HEADING_MAX_WORDS or any(ch.isdigit() for ch in stripped):
+        return False
+    if ROLE_NOUNS.search(stripped):
+        return False
+    letters = [ch for ch in stripped if ch.isalpha()]
+    capitals = len(letters) > 3 and all(ch.isupper() for ch in letters)
+    return capitals or stripped.endswith(":")
+
+
 def _line_at(starts: list[int], offset: int) -> int:
     return bisect.bisect_right(starts, offset) - 1
 
@@ -394,7 +445,7 @@ def _header_rows(lines: list[Line], first: int, last: int, taken: set[int]) -> l
             ln = lines[j]
             stripped = ln.text.strip()
             if stripped:
-                if j in taken or ln.kind in ("section", "skills", "education", "summary"):
+                if j in taken or ln.kind in ("section", *_KIND_SECTIONS):
                     break
                 if _BULLET_RE.match(ln.text) or len(stripped) > 2 * MAX_TITLE_CHARS:
                     break
@@ -413,12 +464,15 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
         offset += len(raw) + 1
     starts = [ln.start for ln in lines]
 
-    # 1) sections
+    # 1) sections: by their usual headings, else by structure (an unknown heading still ends
+    # the section before it, so an education block does not swallow the titles after it)
     section_of: list[str] = []
     section = "top"
     for ln in lines:
         stripped = ln.text.strip()
         sec = _section_of(stripped) if stripped and len(stripped) < 120 else None
+        if sec is None and _looks_like_heading(stripped):
+            sec = ("unknown", None)
         if sec is not None:
             name, rest = sec
             section = name
@@ -426,8 +480,9 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
                 ln.kind = {"skills": "skills", "education": "education"}.get(name, "other")
             else:
                 ln.kind = "section"
-        elif stripped and section in ("summary", "education", "skills"):
+        elif stripped and section in _KIND_SECTIONS:
             ln.kind = section
+        ln.section = section
         section_of.append(section)
 
     # 2) date ranges, over the whole text (a flattened table puts one range on several lines)
@@ -504,7 +559,7 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
         stop = found[n + 1][1] if n + 1 < len(found) else len(lines)
         for j in range(last_row + 1, stop):
             ln = lines[j]
-            if ln.kind in ("section", "skills", "education", "summary"):
+            if ln.kind in ("section", *_KIND_SECTIONS):
                 break
             if not ln.text.strip() or ln.kind in ("anchor", "header") or j in taken:
                 continue
@@ -519,4 +574,62 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
             ln.position = n
     skills = [ln for ln in lines if ln.kind == "skills"]
     summary = [ln for ln in lines if ln.kind == "summary"]
-    return ParsedResume(text, lines, positions, as_of, skills, summary)
+    return ParsedResume(text, lines, positions, as_of, skills, summary, _titles(lines, found))
+
+
+# Sections whose lines name studies, tools or projects, not the jobs a person held.
+_NOT_TITLE_SECTIONS = frozenset({"education", "skills", "projects", "languages", "other"})
+_TITLE_MAX_WORDS = 8
+_LABEL_MAX_WORDS = 2
+_FIGURES_RE = re.compile(r"\d{4}|\d[.,]\d|\d\s*%")
+_CONTACT_RE = re.compile(r"@|https?:|www\.|\d{5,}|\d[\d ()+-]{7,}\d")
+
+
+def _title_of_line(ln: Line) -> Title | None:
+    """The job title a line states, if the line reads as one: short, not a sentence, not a
+    contact, a study, a label ("Type: …") or a heading, and with a job-title head noun."""
+    start, end = ln.content_span()
+    body = ln.text[start - ln.start : end - ln.start]
+    if not body or ln.kind == "section" or ln.section in _NOT_TITLE_SECTIONS:
+        return None
+    label = _LABEL_PREFIX_RE.match(body)
+    if label and len(label.group().split()) <= _LABEL_MAX_WORDS:  # "Role: Test Engineer"
+        start += label.end()
+        body = body[label.end() :]
+    body_no_dates = _RANGE_RE.sub(" ", body).strip(" ,;-–—|")
+    top = ln.section == "top"  # before any section: where a resume states its own title
+    if (
+        not body_no_dates
+        or len(body_no_dates) > MAX_TITLE_CHARS
+        or len(body_no_dates.split()) > _TITLE_MAX_WORDS
+        or ":" in body_no_dates
+        or _FIGURES_RE.search(body_no_dates)  # versions, years, amounts
+        or _CONTACT_RE.search(body_no_dates)
+        or (body_no_dates.endswith(".") and len(body_no_dates.split()) > 3)
+        or _is_study(body_no_dates)
+        or not (ROLE_NOUNS.search(body_no_dates) or (top and names_a_job(body_no_dates)))
+    ):
+        return None
+    picked = _pick_title(body, start, plain_ok=top)
+    return Title(*picked) if picked else None
+
+
+def _titles(lines: list[Line], found: list[tuple[Position, int, int]]) -> list[Title]:
+    """Every job title the resume states, in the order written: the positions' titles (read
+    beside their dates) and title-like lines anywhere else (a headline, an undated position,
+    a title after an education block)."""
+    candidates = {
+        pos.title_span: Title(pos.title, pos.title_span)
+        for pos, _, _ in found
+        if title_score(pos.title) > 0
+    }
+    for ln in lines:
+        title = _title_of_line(ln)
+        if title is not None and not any(spans_overlap(title.span, s) for s in candidates):
+            candidates[title.span] = title
+    return [candidates[span] for span in sorted(candidates)]
+
+
+def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two half-open character spans share a character."""
+    return a[0] < b[1] and b[0] < a[1]
