@@ -39,7 +39,7 @@ ENDPOINTS = ("chat", "embeddings")
 DEFAULT_TIMEOUT_DELAY_S = 5.0
 DEFAULT_RETRY_AFTER_S = 1.0
 DEFAULT_MAX_TOKENS = 4096  # what a looping model produces when the request sets no bound
-ID_FIELDS = ("source", "sources", "support")
+ID_FIELDS = ("source", "sources", "support", "citation")
 
 Endpoint = Literal["chat", "embeddings"]
 

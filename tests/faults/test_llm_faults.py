@@ -29,7 +29,6 @@ from hltm.memory import builder_from_settings
 from hltm.memory.inputs import read_project_inputs
 from hltm.memory.scenarios import read_world
 from hltm.memory.store import degraded_nodes
-from hltm.openai_backend import PROFILES_FILE
 from hltm.settings import Settings
 from hltm.testing.openai_app import ServerStats
 from hltm.testing.openai_server import LocalOpenAIServer
@@ -344,6 +343,8 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
     assert second == [2, 1, server.stats.prompt_tokens]
 
     # A remembered profile that fails is re-probed from the full feature set, then re-learnt.
+    from hltm.openai_backend import PROFILES_FILE
+
     stored = tmp_path / "cache" / PROFILES_FILE
     profiles = json.loads(stored.read_text())
     (key,) = profiles

@@ -421,7 +421,7 @@ def test_ask_prints_the_unsupported_warning_once(
     tmp_path: Path,
 ) -> None:
     settings = _copy(built_world, tmp_path)
-    slow_llm.inject("no_citations", times="always")
+    slow_llm.inject("unknown_ids", times="always")  # every citation outside the context
     env = {
         **os.environ,
         "HLTM_DATA_DIR": str(settings.data_dir),
