@@ -252,7 +252,8 @@ class OpenAIBackend:
         import httpx
 
         idle_s = self.idle_s
-        kwargs["timeout"] = httpx.Timeout(max(first_s, idle_s), connect=min(first_s, 30.0))
+        # httpx bounds the wait for the headers (and each read) by the first-token limit.
+        kwargs["timeout"] = httpx.Timeout(first_s, connect=min(first_s, 30.0))
         watch = _StallWatch(first_s, idle_s)
         parts: list[str] = []
         refusal: list[str] = []
@@ -268,9 +269,14 @@ class OpenAIBackend:
                     parts.append(delta.content or "")
                     refusal.append(getattr(delta, "refusal", None) or "")
                     finish = str(choice.finish_reason or finish)
-        except (httpx.HTTPError, self._openai.APIError):
-            if not watch.stalled:
-                raise
+        except (httpx.TimeoutException, self._openai.APITimeoutError):
+            watch.stalled = watch.stalled or watch.reason()
+        except (httpx.HTTPError, self._openai.APIError) as err:
+            if not watch.stalled:  # the connection dropped, or the server sent an error event
+                reason = f"the stream broke off: {short_error(err)}"
+                raise TransportError(
+                    reason, sent_tokens, retryable=True, completion="".join(parts)
+                ) from None
         finally:
             watch.stop()
         if watch.stalled:
@@ -322,7 +328,8 @@ class OpenAIBackend:
 
 class _StallWatch:
     """A thread that closes a stream which stalls: no first token within `first_s` of the
-    request, or no token within `idle_s` of the last one. `stalled` says which."""
+    request, or no token within `idle_s` (at most `first_s`, httpx's read bound) of the last
+    one. `stalled` says which."""
 
     def __init__(self, first_s: float, idle_s: float) -> None:
         self.first_s = first_s
@@ -346,14 +353,18 @@ class _StallWatch:
         if self._thread is not None:
             self._thread.join()
 
+    def reason(self) -> str:
+        if not self.tokens:
+            return f"timed out: no first token within {self.first_s:g} s"
+        return f"timed out: no token for {self.idle_s:g} s (the stream stalled)"
+
     def _watch(self, stream: Any) -> None:
         while not self._done.wait(min(0.05, self.idle_s / 4)):
             now = time.monotonic()
-            if not self.tokens and now - self.started > self.first_s:
-                self.stalled = f"no first token within {self.first_s:g} s"
-            elif self.tokens and now - self.last > self.idle_s:
-                self.stalled = f"stalled: no token for {self.idle_s:g} s"
-            if self.stalled:
+            if now - (self.last if self.tokens else self.started) > (
+                self.idle_s if self.tokens else self.first_s
+            ):
+                self.stalled = self.reason()
                 stream.close()
                 return
 

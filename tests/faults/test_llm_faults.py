@@ -361,13 +361,16 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
 
 
 def test_a_long_answer_that_keeps_streaming_is_kept_past_the_timeout() -> None:
-    # Generating takes 1.5 s, streamed: the 1 s timeout bounds the first token and each pause
-    # between tokens, not the whole answer, which a total timeout would have thrown away.
-    with LocalOpenAIServer(latency_s=1.5, serial=True) as one_slot:
+    # Generating takes 3 s, streamed in ~20 chunks: the 1.5 s timeout bounds the first token and
+    # each pause between tokens, not the whole answer, which a total timeout would throw away.
+    text = " ".join(f"word{i}" for i in range(40))
+    with LocalOpenAIServer(latency_s=3.0, serial=True) as one_slot:
         llm = make_llm(
-            remote(one_slot, llm_timeout_s=1.0, llm_idle_timeout_s=1.0, llm_max_retries=0)
+            remote(one_slot, llm_timeout_s=1.5, llm_idle_timeout_s=1.5, llm_max_retries=0)
         )
-        assert llm.run(WORD_TASK, words("a long answer")).count == 3
+        started = time.perf_counter()
+        assert llm.run(WORD_TASK, words(text)).count == 40
+        assert time.perf_counter() - started >= 3.0
         assert one_slot.last_request["body"]["stream"] is True
         usage = llm.snapshot()
         assert (usage.calls, usage.failed_calls) == (1, 0)
@@ -378,15 +381,14 @@ def test_a_slow_first_token_times_out_by_its_own_limit_and_is_retried(
     server: LocalOpenAIServer,
 ) -> None:
     # The server accepts at once (headers and the role chunk) but its first token is late.
-    server.inject("slow_first_token", times=1, delay_s=1.5)
-    llm = quick(make_llm(remote(server, llm_timeout_s=1.0, llm_timeout_backoff_s=0.6)))
-    with pytest.raises(LLMError, match="no first token within 1 s"):
-        quick(make_llm(remote(server, llm_timeout_s=1.0, llm_max_retries=0))).run(
-            WORD_TASK, words("late start")
-        )
+    server.inject("slow_first_token", times=1, delay_s=4.0)
+    once = make_llm(remote(server, llm_timeout_s=2.0, llm_max_retries=0))
+    with pytest.raises(LLMError, match="no first token within 2 s"):
+        once.run(WORD_TASK, words("late start"))
     server.wait_idle()
     server.reset_stats()
-    server.inject("slow_first_token", times=1, delay_s=1.5)
+    server.inject("slow_first_token", times=1, delay_s=4.0)
+    llm = quick(make_llm(remote(server, llm_timeout_s=2.0, llm_timeout_backoff_s=0.2)))
     assert llm.run(WORD_TASK, words("late start")).count == 2
     usage = llm.snapshot()
     assert (usage.calls, usage.failed_calls, usage.retries) == (2, 1, 1)
