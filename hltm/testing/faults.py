@@ -243,19 +243,9 @@ def _cite_documents(answer: Any, payload: Any) -> Any:
     """Each cited node id of `citation` replaced by a document id the payload shows for that
     node (a QA pair's `source`): what a small model copies when it sees both kinds of id."""
     documents: dict[str, str] = {}
-
-    def collect(value: Any) -> None:
-        if isinstance(value, dict):
-            node, source = value.get("node_id"), value.get("source")
-            if isinstance(node, str) and isinstance(source, str) and source:
-                documents.setdefault(node, source)
-            for item in value.values():
-                collect(item)
-        elif isinstance(value, list):
-            for item in value:
-                collect(item)
-
-    collect(payload)
+    for item in protocol.json_values(payload):
+        if isinstance(item, dict) and item.get("node_id") and item.get("source"):
+            documents.setdefault(str(item["node_id"]), str(item["source"]))
     if not isinstance(answer, dict) or not isinstance(answer.get("citation"), list):
         return answer
     return {**answer, "citation": [documents.get(c, c) for c in answer["citation"]]}

@@ -77,6 +77,18 @@ class ServerStats:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class _Chat:
+    """One chat request as the answering code reads it."""
+
+    task: Task[Any]
+    body: dict[str, Any]
+    messages: list[Any]
+    user_text: str
+    fault: Fault | None
+    max_tokens: int | None
+
+
 class _State:
     """Faults and counters shared by the event-loop thread and the test thread."""
 
@@ -305,7 +317,8 @@ class OpenAIApp:
 
         if body.get("stream") and (fault is None or fault.kind not in REFUSING_FAULTS):
             # Headers go out at once (as vLLM's do); the answer waits for the slot in the body.
-            events = self._streamed(task, body, messages, user_text, fault, max_tokens, record)
+            chat = _Chat(task, body, messages, user_text, fault, max_tokens)
+            events = self._streamed(chat, record)
             return StreamingResponse(events, media_type="text/event-stream")
         async with self._answering():
             refused = await self._transport_fault(fault)
@@ -313,7 +326,8 @@ class OpenAIApp:
                 record(refused.status_code)
                 return refused
             started = time.monotonic()
-            answer = await self._answer(task, body, messages, user_text, fault, max_tokens)
+            chat = _Chat(task, body, messages, user_text, fault, max_tokens)
+            answer = await self._answer(chat)
             if isinstance(answer, JSONResponse):
                 record(answer.status_code)
                 return answer
@@ -343,22 +357,14 @@ class OpenAIApp:
             with state.lock:
                 state.in_flight -= 1
 
-    async def _streamed(
-        self,
-        task: Task[Any],
-        body: dict[str, Any],
-        messages: list[Any],
-        user_text: str,
-        fault: Fault | None,
-        max_tokens: int | None,
-        record: Callable[..., None],
-    ) -> AsyncIterator[str]:
+    async def _streamed(self, chat: _Chat, record: Callable[..., None]) -> AsyncIterator[str]:
         """The answer as server-sent events: a role chunk, the content in pieces spread over
         `latency_s`, the finish reason, `[DONE]`. A `timeout` fault holds back every chunk for
         its delay; `slow_first_token` sends the role chunk at once and the content after it."""
         async with self._answering():
             chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
-            model = str(body.get("model") or DETERMINISTIC_MODEL)
+            model = str(chat.body.get("model") or DETERMINISTIC_MODEL)
+            fault = chat.fault
             kind = fault.kind if fault else None
 
             def event(delta: dict[str, Any], finish: str | None = None) -> str:
@@ -372,13 +378,14 @@ class OpenAIApp:
                 }
                 return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
+            delay = fault.delay_s if fault else 0.0
             if kind == "timeout":
-                await self._pause(fault.delay_s)  # type: ignore[union-attr]
+                await self._pause(delay)
             yield event({"role": "assistant", "content": ""})
             if kind == "slow_first_token":
-                await self._pause(fault.delay_s)  # type: ignore[union-attr]
+                await self._pause(delay)
             started = time.monotonic()
-            answer = await self._answer(task, body, messages, user_text, fault, max_tokens)
+            answer = await self._answer(chat)
             if isinstance(answer, JSONResponse):
                 record(answer.status_code)
                 yield f"data: {answer.body.decode()}\n\n"
@@ -397,17 +404,10 @@ class OpenAIApp:
             yield event({}, answer["choices"][0]["finish_reason"])
             yield "data: [DONE]\n\n"
 
-    async def _answer(
-        self,
-        task: Task[Any],
-        body: dict[str, Any],
-        messages: list[Any],
-        user_text: str,
-        fault: Fault | None,
-        max_tokens: int | None,
-    ) -> dict[str, Any] | JSONResponse:
+    async def _answer(self, chat: _Chat) -> dict[str, Any] | JSONResponse:
         """The chat completion (bent by a content fault), or the error that prevents one."""
-        kind = fault.kind if fault else None
+        task, body, messages = chat.task, chat.body, chat.messages
+        kind = chat.fault.kind if chat.fault else None
         try:
             payload = payload_from_messages(messages)
         except (ValueError, KeyError, TypeError):
@@ -432,10 +432,10 @@ class OpenAIApp:
             kind,
             answer,
             task,
-            user_text,
+            chat.user_text,
             payload,
             messages,
-            max_tokens or DEFAULT_MAX_TOKENS,
+            chat.max_tokens or DEFAULT_MAX_TOKENS,
             body.get("response_format"),
         )
         sent_tokens = prompt_tokens(
