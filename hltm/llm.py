@@ -15,8 +15,8 @@ Two backends sit behind it:
   same kind of answer from the same payload with no model at all.
 
 `LLM.run` owns the retry loop: transport errors (429/5xx/connection) are retried with backoff
-(the server's Retry-After first); a timed-out request is retried only after a pause as long as
-the timeout (a one-at-a-time server is still generating the abandoned answer); an unusable answer
+(the server's Retry-After first); an unstreamed request that timed out is retried only after a
+pause as long as the timeout (a one-at-a-time server is still generating the abandoned answer); an unusable answer
 (cut off, not JSON, not the schema, refused) is re-asked with a turn saying why, so a greedy
 server does not repeat itself. Calls and tokens are counted per request, on the messages sent and
 the text received, with o200k_base, so the figures are what a real model was sent whichever

@@ -280,12 +280,10 @@ class OpenAIBackend:
         finally:
             watch.stop()
         if watch.stalled:
+            # Not `timed_out`: closing the stream freed the server's slot (llama.cpp and vLLM stop
+            # generating when the client goes), so the retry need not wait the answer out.
             raise TransportError(
-                watch.stalled,
-                sent_tokens,
-                retryable=True,
-                timed_out=True,
-                completion="".join(parts),
+                watch.stalled, sent_tokens, retryable=True, completion="".join(parts)
             )
         return Reply("".join(parts) or None, finish, sent_tokens, "".join(refusal) or None)
 
