@@ -92,9 +92,14 @@ def judge_metadata(report: JudgeReport) -> dict[str, Any]:
     return meta
 
 
+def survival_shown(decision: GateDecision) -> float | str:
+    """The survival rate, or "not measured" when no mandatory quote was given to measure."""
+    return round(decision.rate, 4) if decision.measured else "not measured"
+
+
 def gate_metadata(decision: GateDecision, config: JudgeConfig) -> dict[str, Any]:
     return {
-        "survival_rate": round(decision.rate, 4),
+        "survival_rate": survival_shown(decision),
         "minimum": GATE_MIN_SURVIVAL,
         "decision": decision.reason,
         **config.as_metadata(),
@@ -304,7 +309,7 @@ def golden_evaluation(
                 name = f"{setting}_{method.replace('+', '_')}_{'soft' if soft else 'strict'}_p10"
                 meta[name] = round(report.value(setting, method, soft), 4)
     meta.update(report.config.as_metadata())
-    meta["quote_survival"] = round(report.gate.rate, 4)
+    meta["quote_survival"] = survival_shown(report.gate)
     return dg.MaterializeResult(metadata=meta)
 
 
@@ -413,7 +418,8 @@ def judge_all_vacancies(
         raise dg.Failure(
             f"rankings not published: quote gate {summary.gate.reason} over the latest"
             f" {GATE_WINDOW} evaluations; once the model answers well again, judge the failed"
-            " ones again: `hltm judge run --rejudge-failed`"
+            " ones again: `hltm judge run --rejudge-failed`",
+            metadata=summary.totals(),
         )
     return {**summary.totals(), "held_reasons": summary.held}
 

@@ -16,6 +16,7 @@
 All the work is done by `hltm.memory.MemoryBuilder`; this module only wires resources and events.
 """
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from assets.patterns import MEMORY_HINTS_KEY
 from assets.sources import source_key
 from hltm.deletion import compact_chroma_log
 from hltm.memory import MemoryBuilder, MemoryStore, load_hints
-from hltm.memory.build import MemoryBuildError, version_config
+from hltm.memory.build import version_config
 from hltm.memory.flow import NodeReport
 from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS, node_id_for, split_node_id
@@ -87,6 +88,7 @@ def node_metadata(report: NodeReport) -> dict[str, Any]:
         "qa_dropped": meta["qa_dropped"],
         "dropped_reasons": dg.MetadataValue.json(meta["dropped_reasons"]),
         "llm_calls": meta["llm_calls"],
+        "llm_failed_calls": meta["llm_failed_calls"],
         "prompt_tokens": meta["prompt_tokens"],
         "completion_tokens": meta["completion_tokens"],
         "embedding_calls": meta["embedding_calls"],
@@ -123,8 +125,8 @@ def _materialize_node(
             )
     reports = builder.build([node_id])
     report = next(r for r in reports if r.node_id == node_id)
-    if report.status == "failed":
-        raise MemoryBuildError([report])
+    if report.status == "failed":  # its cost stays in the failure's metadata
+        raise dg.Failure(description=report.error, metadata=node_metadata(report))
     if report.status == "deleted":
         context.log.warning(f"{node_id} is no longer in the sources: its memory was purged")
     status = report.status
@@ -305,35 +307,42 @@ def refresh_memories(
     context: OpExecutionContext,
     state: dict[str, Any],
     platform: PlatformResource,
-) -> Iterator[dg.AssetMaterialization]:
-    """Yields the materializations (events logged inside a step that then fails are lost, and
-    a failed node fails the step only after every other node was stored and recorded)."""
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
+    """Yields each node's event as the node finishes (an event is written when yielded; one
+    logged inside a step that then fails would be lost): a materialization per stored node, an
+    observation with its cost and error per failed one, so every request is in some node's
+    metadata, and a run stopped halfway keeps what its stored nodes cost. A failed node fails
+    the step only after every other node was stored and recorded."""
     builder = make_builder(platform, hints=Hints.from_dict(state["hints"]))
     failures: list[str] = []
-    materializations: list[dg.AssetMaterialization] = []
-
-    def log(report: NodeReport) -> None:
+    counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}
+    run = f"{context.run_id[:8]} ({context.job_name})"
+    node_ids = [*state["projects"], *state["seats"], *state["contracts"]]
+    for report in builder.build_reports(node_ids):
+        counts[report.level][report.status] += 1
+        partition = _partition_key(report.node_id)
         if report.status == "built":
-            materializations.append(
-                dg.AssetMaterialization(
-                    asset_key=ASSET_KEYS[report.level],
-                    partition=_partition_key(report.node_id),
-                    metadata=node_metadata(report),
-                    description=f"rebuilt by {context.run_id[:8]} ({context.job_name})",
-                )
+            yield dg.AssetMaterialization(
+                asset_key=ASSET_KEYS[report.level],
+                partition=partition,
+                metadata=node_metadata(report),
+                description=f"rebuilt by {run}",
             )
         elif report.status == "failed":
-            context.log.error(report.error or f"{report.node_id} failed")
-            failures.append(report.error or report.node_id)
+            error = report.error or f"{report.node_id} failed"
+            context.log.error(error)
+            failures.append(error)
+            yield dg.AssetObservation(
+                asset_key=ASSET_KEYS[report.level],
+                partition=partition,
+                metadata={**node_metadata(report), "status": "failed", "error": error},
+                description=f"failed in {run}; its previous version stays",
+            )
         elif report.status == "deleted":
             context.log.info(f"purged {report.node_id}: it is no longer in the sources")
-
-    reports = builder.build([*state["projects"], *state["seats"], *state["contracts"]], log)
     for level in LEVELS:
-        at = [r for r in reports if r.level == level]
-        counts = {s: sum(1 for r in at if r.status == s) for s in ("built", "current", "failed")}
-        context.log.info(f"{level} level: {counts}")
-    yield from materializations
+        shown = {s: counts[level][s] for s in ("built", "current", "failed")}
+        context.log.info(f"{level} level: {shown}")
     vectors = platform.vectors
     if not vectors.host:  # deleted items leave Chroma's log too
         compact_chroma_log(Path(vectors.path))
@@ -374,9 +383,10 @@ def _degraded_check(level: str) -> dg.AssetChecksDefinition:
     @dg.asset_check(
         asset=ASSET_KEYS[level],
         name=f"{level}_memories_not_degraded",
-        description=f"Flags {level} nodes that are empty (no facet, no QA pair) or whose build "
+        description=f"Flags {level} nodes that are empty (no facet, no QA pair), whose build "
         "dropped more of the model's items than it kept (unknown ids, too little support, "
-        "echoed prompt examples).",
+        "echoed prompt examples), or whose facets all cite the same full set of sources (no "
+        "evidence of provenance: the model copied the allowed ids).",
     )
     def _check(platform: PlatformResource) -> dg.AssetCheckResult:
         derived_db = platform.derived_db.path

@@ -7,19 +7,21 @@ Two backends sit behind it:
 * `OpenAIBackend` — the real `openai` SDK against any OpenAI-compatible endpoint (OpenAI, vLLM,
   llama.cpp server, Ollama). One HTTP request per `send`, the SDK's own retries off: every retry
   is ours, so every request and every token is counted. It sends a bounded `max_tokens`, a low
-  temperature and a seed, and degrades per endpoint when the server lacks a feature
-  (`json_schema` → `json_object` → plain text with the schema in the prompt and fences
-  stripped; an unsupported parameter is dropped), remembering the choice for the process.
+  temperature and a seed, streams (a first-token limit, then an idle limit between tokens), and
+  degrades per endpoint when the server lacks a feature (`json_schema` → `json_object` → plain
+  text with the schema in the prompt and fences stripped; an unsupported parameter is dropped;
+  streaming off), remembering the choice per base URL and model across processes.
 * `DeterministicBackend` — the offline default: each task's own rule-based handler computes the
   same kind of answer from the same payload with no model at all.
 
 `LLM.run` owns the retry loop: transport errors (429/5xx/connection) are retried with backoff
-(the server's Retry-After first); a timed-out request is retried only after a pause as long as
-the timeout (a one-at-a-time server is still generating the abandoned answer); an unusable answer
+(the server's Retry-After first); an unstreamed request that timed out is retried only after a
+pause as long as the timeout (a one-at-a-time server is still generating the abandoned answer); an unusable answer
 (cut off, not JSON, not the schema, refused) is re-asked with a turn saying why, so a greedy
 server does not repeat itself. Calls and tokens are counted per request, on the messages sent and
 the text received, with o200k_base, so the figures are what a real model was sent whichever
-backend answered (a timed-out request's completion is unknown and counts 0).
+backend answered (a request the server refused costs no tokens; a timed-out request's completion
+counts what it had streamed).
 
 The task registry is `hltm.llm_tasks`, one request's types and the offline backend
 `hltm.llm_calls`, the OpenAI backend and its endpoint profiles `hltm.openai_backend`.
@@ -48,7 +50,7 @@ from hltm.llm_calls import (
     send_request,
 )
 from hltm.llm_tasks import Choices, OutputT, Task, prompt_tokens
-from hltm.openai_backend import DROPPABLE_PARAMS, RESPONSE_FORMATS, OpenAIBackend, short_error
+from hltm.openai_backend import MAX_ADAPTATIONS, OpenAIBackend, short_error
 from hltm.settings import OFFLINE_BACKEND, OPENAI_BACKEND, Settings
 from hltm.tokens import count_tokens
 
@@ -163,7 +165,7 @@ class LLM:
         max_tokens = min(task.answer_budget, limits.max_tokens_cap)
         timeout_s = limits.timeout_for(task.name)
         sent = failures = 0
-        adaptations = len(RESPONSE_FORMATS) + len(DROPPABLE_PARAMS) + 1
+        adaptations = MAX_ADAPTATIONS
         while True:
             seed = None if limits.seed is None else limits.seed + failures
             request = Request(task, messages, self.model, schema, max_tokens, timeout_s, seed)
@@ -171,7 +173,8 @@ class LLM:
             try:
                 reply = send_request(self.backend, request)
             except TransportError as err:
-                self._count(spent, err.prompt_tokens, 0, started, failed=True, retry=sent > 0)
+                completion = count_tokens(err.completion) if err.completion else 0
+                self._count(spent, err.prompt_tokens, completion, started, True, retry=sent > 0)
                 sent += 1
                 if err.adapted and adaptations > 0:
                     adaptations -= 1

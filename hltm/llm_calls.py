@@ -81,7 +81,8 @@ class Reply:
 
 class TransportError(Exception):
     """One request that got no answer. `adapted`: the endpoint lacked a feature we sent and the
-    next request goes without it (not charged to the retry budget)."""
+    next request goes without it (not charged to the retry budget). `prompt_tokens`: 0 when the
+    server refused the request unprocessed; `completion`: what a stalled stream had sent."""
 
     def __init__(
         self,
@@ -92,8 +93,10 @@ class TransportError(Exception):
         wait_s: float | None = None,
         timed_out: bool = False,
         adapted: bool = False,
+        completion: str = "",
     ) -> None:
         super().__init__(reason)
+        self.completion = completion
         self.reason = reason
         self.prompt_tokens = prompt_tokens
         self.retryable = retryable

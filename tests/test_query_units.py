@@ -55,11 +55,11 @@ def test_scope_filters_are_the_subtree_and_nothing_wider():
 
 def test_citation_validation_drops_and_counts_ids_outside_the_context():
     context = {"seat:s1", "project:p1"}
-    kept, dropped = validate_citations(
+    cited = validate_citations(
         ["project:p1", "project:p9", "seat:s1", "contract:c2", "project:p1", "invented"], context
     )
-    assert kept == ["project:p1", "seat:s1"]
-    assert dropped == ["project:p9", "contract:c2", "invented"]
+    assert cited.kept == ["project:p1", "seat:s1"]
+    assert cited.dropped == ["project:p9", "contract:c2", "invented"]
 
 
 def test_query_parsing_into_field_value_pairs():

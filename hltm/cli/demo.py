@@ -19,7 +19,7 @@ from hltm.cli import dagster_home, fail, settings
 from hltm.sources.generator import SIZES, generate_world
 from hltm.sources.ingest import ingest_directory
 
-QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Small settings for the demo's evaluation runs, so they fit the demo's few minutes; the full
 # runs are `hltm stats report`, `hltm probe` and `hltm eval memory`. The memory evaluation runs
 # the systems that need no chunk index, and HLTM's leakage without unfiltered RAG beside it:
@@ -49,7 +49,9 @@ def load_definitions():  # type: ignore[no-untyped-def]
 
 def run_job(name: str, run_config: dict | None = None, tags: dict | None = None, **options: Any):  # type: ignore[no-untyped-def]
     """Execute a job of the code location in-process on the persistent instance (`options`:
-    `partition_key`, `asset_selection`, … of `execute_in_process`)."""
+    `partition_key`, `asset_selection`, … of `execute_in_process`). Dagster's console shows
+    nothing below CRITICAL: a failure is printed once, as each failed step's own line, not as
+    the event log's stack traces (`dagster dev` keeps them)."""
     import dagster as dg
 
     defs = load_definitions()
@@ -72,13 +74,18 @@ def run_job(name: str, run_config: dict | None = None, tags: dict | None = None,
 
 
 def step_failures(result: Any) -> list[str]:
-    """Each failed step's own message: a `dg.Failure`'s description (e.g. the quote gate's
-    "blocked: 0/11 mandatory quotes survived"), else the exception that ended the step — not
-    the run's "Steps failed: [...]"."""
+    """Each failed step's own message, one line: a `dg.Failure`'s description (e.g. the quote
+    gate's "blocked: 0/11 mandatory quotes survived") with the totals in its metadata, else the
+    exception that ended the step — not the run's "Steps failed: [...]"."""
     lines = []
     for event in result.get_step_failure_events():
         data = event.step_failure_data
-        reason = data.user_failure_data.description if data.user_failure_data else None
+        failure = data.user_failure_data
+        reason = failure.description if failure else None
+        totals = {k: v.value for k, v in (failure.metadata if failure else {}).items()}
+        numbers = [f"{k} {v}" for k, v in totals.items() if isinstance(v, int | float)]
+        if reason and numbers:
+            reason = f"{reason} ({', '.join(numbers)})"
         if not reason:
             error = data.error
             while error is not None and error.cause is not None:

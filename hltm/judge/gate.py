@@ -34,6 +34,7 @@ class GateDecision:
     passed: bool
     rate: float
     reason: str
+    measured: bool = True  # False: no mandatory quote was given, the rate means nothing
 
 
 def gate_decision(
@@ -53,7 +54,7 @@ def gate_decision(
         raise ValueError(f"invalid counts: survived={survived}, quotes={mandatory_quotes}")
     threshold = Fraction(str(min_survival))
     if mandatory_quotes == 0:
-        return GateDecision(False, 1.0, "no quotes on mandatory requirements to measure")
+        return GateDecision(False, 1.0, "no quotes on mandatory requirements to measure", False)
     rate = Fraction(survived, mandatory_quotes)
     passed = rate >= threshold
     verdict = "passes" if passed else "blocked"

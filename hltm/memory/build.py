@@ -37,8 +37,10 @@ The dataflow is `hltm.memory.flow`; one node's LLM calls and their cleaning,
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,6 +250,29 @@ class MemoryBuilder:
         (or every `batch_size` nodes), while other contracts' calls go on."""
         return Flow(self, sorted(set(node_ids)), on_node).run()
 
+    def build_reports(self, node_ids: Iterable[str]) -> Iterator[NodeReport]:
+        """`build`, yielding each node's report as it is settled (a built node once stored), so
+        a caller records every node's cost as it finishes: what a build stopped halfway had
+        stored is recorded too. The build runs in a thread; its error is raised at the end."""
+        reports: queue.SimpleQueue[NodeReport | None] = queue.SimpleQueue()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self.build(node_ids, reports.put)
+            except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+                failed.append(err)
+            finally:
+                reports.put(None)
+
+        thread = threading.Thread(target=run, name="memory-build", daemon=True)
+        thread.start()
+        while (report := reports.get()) is not None:
+            yield report
+        thread.join()
+        if failed:
+            raise failed[0]
+
     def embed_built(self, outcomes: list[Outcome]) -> list[tuple[MemoryNode, np.ndarray]]:
         """The search items' vectors of the nodes that were built (one embedding call)."""
         done = [o for o in outcomes if o.node is not None]
@@ -333,6 +358,7 @@ class MemoryBuilder:
             node = None
         usage = node_llm.snapshot()
         report.llm_calls = usage.calls  # every request, retries included
+        report.llm_failed_calls = usage.failed_calls
         report.prompt_tokens = usage.prompt_tokens
         report.completion_tokens = usage.completion_tokens
         report.seconds = time.perf_counter() - started

@@ -36,7 +36,8 @@ class NodeReport:
     qa: int = 0
     summaries: int = 0
     drops: Drops = field(default_factory=Drops)
-    llm_calls: int = 0
+    llm_calls: int = 0  # every request, failed ones and retries included
+    llm_failed_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     embedding_calls: int = 0
@@ -58,6 +59,7 @@ class NodeReport:
             "qa_dropped": self.drops.count("qa"),
             "dropped_reasons": dict(self.drops.reasons),
             "llm_calls": self.llm_calls,
+            "llm_failed_calls": self.llm_failed_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "embedding_calls": self.embedding_calls,

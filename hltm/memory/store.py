@@ -120,25 +120,48 @@ class DegradedNode:
     kept: int
     dropped: int
     reasons: dict[str, int]
+    copied_sources: int = 0  # > 0: every facet cites the same this many sources
 
     @property
     def why(self) -> str:
         if self.kept == 0:
             return "empty (no facet and no QA pair)"
+        if self.copied_sources:
+            return (
+                "no evidence of provenance (every facet cites the same"
+                f" {self.copied_sources} sources)"
+            )
         return f"mostly dropped ({self.dropped} of {self.kept + self.dropped} items)"
 
 
+def copied_sources(facets: list[dict[str, Any]]) -> int:
+    """How many sources every facet cites, when two or more facets all cite one and the same
+    set of two or more: a model copying the whole list of allowed ids, which says nothing of
+    where each value came from. 0 otherwise."""
+    sets = {frozenset(f.get("sources", ())) for f in facets}
+    if len(facets) < 2 or len(sets) != 1:
+        return 0
+    (only,) = sets
+    return len(only) if len(only) >= 2 else 0
+
+
 def degraded_nodes(con: duckdb.DuckDBPyConnection, level: str) -> list[DegradedNode]:
-    """Stored nodes of a level that are empty, or whose build dropped more items than it kept."""
+    """Stored nodes of a level that are empty, whose build dropped more items than it kept, or
+    whose facets all cite the same full set of sources (`copied_sources`)."""
     if not table_exists(con, MEMORY_TABLE) or not table_exists(con, QUALITY_TABLE):
         return []
     rows = con.execute(
-        f"SELECT m.node_id, m.level, q.kept, q.dropped, q.reasons FROM {MEMORY_TABLE} m"
+        f"SELECT m.node_id, m.level, q.kept, q.dropped, q.reasons, m.facets FROM {MEMORY_TABLE} m"
         f" JOIN {QUALITY_TABLE} q ON q.node_id = m.node_id AND q.version = m.version"
-        " WHERE m.level = ? AND (q.kept = 0 OR q.dropped > q.kept) ORDER BY m.node_id",
+        " WHERE m.level = ? ORDER BY m.node_id",
         [level],
     ).fetchall()
-    return [DegradedNode(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+    found = []
+    for node_id, lvl, kept, dropped, reasons, facets in rows:
+        copied = copied_sources(json.loads(facets or "[]"))
+        if kept == 0 or dropped > kept or copied:
+            found.append(DegradedNode(node_id, lvl, kept, dropped, json.loads(reasons), copied))
+    return found
 
 
 # ---- reading (also the query path's API) -------------------------------------------------------

@@ -110,10 +110,15 @@ class AskResponse(BaseModel):
     rationale: str
     citations: list[str] = Field(description="Node ids of the context that support the answer.")
     dropped_citations: list[str] = Field(description="Cited ids absent from the context.")
+    mapped_citations: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Cited document ids, each counted for the context nodes whose memory holds it.",
+    )
     sources: list[str] = Field(description="Source document ids behind the cited QA pairs.")
     no_memory: bool
     status: Literal["answered", "no_memory", "unsupported"] = Field(
-        description="unsupported: every citation named a node outside the context."
+        description="unsupported: no valid citation (none given, or every one named something"
+        " outside the context)."
     )
     unsupported: bool = Field(description="Nothing in the context backs the answer.")
     warning: str = Field("", description="Why the answer must not be passed on as fact.")

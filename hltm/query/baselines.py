@@ -191,8 +191,8 @@ class Baselines:
             }
             out = self.llm.run(tasks.ANSWER, payload, context=f"baseline for {identity}")
             cost.answer_ms = (time.perf_counter() - t0) * 1000
-            kept, dropped = validate_citations(list(out.citation), set(ids))
-            answer = out.answer
+            cited = validate_citations(list(out.citation), set(ids))
+            kept, dropped, answer = cited.kept, cited.dropped, out.answer
         else:
             kept, dropped, answer = [], [], "No data for this scope."
         used = self.llm.snapshot() - before

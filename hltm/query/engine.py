@@ -7,9 +7,11 @@
              ──validate citations against the context──▶ log (query_log) ──▶ QueryResult
 
 At most two LLM calls per query; none when the scope holds no memory (then the answer says so
-explicitly instead of inventing one). Citations that name a node absent from the context are
-dropped and counted, never passed on; an answer left with no valid citation is flagged
-`unsupported` (in the result, the HTTP body and the query log). Isolation is structural: the
+explicitly instead of inventing one). The answer schema enumerates the context's node ids as the
+only citations; a document id the model cites anyway counts for the context node whose memory
+holds it (recorded as mapped), and anything else is dropped and counted, never passed on. An
+answer left with no valid citation, whether its citations were dropped or it gave none, is
+flagged `unsupported` (in the result, the HTTP body and the query log). Isolation is structural: the
 subtree filter is applied in the stores, the prompt is never relied on for it.
 
 Concurrency: queries run in parallel (no engine-wide lock; each has its own LLM usage counters).
@@ -107,12 +109,14 @@ class QueryResult:
     no_memory: bool
     cost: QueryCost = field(default_factory=QueryCost)
     context: dict[str, list[dict]] = field(default_factory=dict)
+    mapped_citations: dict[str, list[str]] = field(default_factory=dict)  # document id → nodes
 
     @property
     def unsupported(self) -> bool:
-        """An answer whose every citation was invalid (named a node outside its context): nothing
-        backs it, so callers must not pass it on as fact."""
-        return not self.no_memory and not self.citations and bool(self.dropped_citations)
+        """An answer from a non-empty context with no valid citation (none given, or every one
+        named something outside the context): nothing backs it, so callers must not pass it on
+        as fact."""
+        return not self.no_memory and not self.citations
 
     @property
     def status(self) -> str:
@@ -125,6 +129,8 @@ class QueryResult:
     def warning(self) -> str:
         if not self.unsupported:
             return ""
+        if not self.dropped_citations:
+            return "unsupported answer: it cites nothing from the retrieved context"
         return (
             f"unsupported answer: all {len(self.dropped_citations)} citation(s) named nodes"
             " outside the retrieved context and were dropped"
@@ -143,6 +149,7 @@ class QueryResult:
             "rationale": self.rationale,
             "citations": self.citations,
             "dropped_citations": self.dropped_citations,
+            "mapped_citations": self.mapped_citations,
             "sources": self.sources,
             "no_memory": self.no_memory,
             "status": self.status,
@@ -156,15 +163,46 @@ class QueryResult:
         return out
 
 
-def validate_citations(cited: list[str], context_ids: set[str]) -> tuple[list[str], list[str]]:
-    """(kept, dropped): a citation must name a node present in the answer's context."""
-    kept: list[str] = []
-    dropped: list[str] = []
-    for node_id in cited:
-        target = kept if node_id in context_ids else dropped
-        if node_id not in target:
-            target.append(node_id)
-    return kept, dropped
+@dataclass
+class Citations:
+    kept: list[str] = field(default_factory=list)  # context node ids, in the answer's order
+    dropped: list[str] = field(default_factory=list)  # ids outside the context
+    mapped: dict[str, list[str]] = field(default_factory=dict)  # document id → its nodes
+
+
+def validate_citations(
+    cited: list[str], context_ids: set[str], documents: dict[str, list[str]] | None = None
+) -> Citations:
+    """A citation must name a node present in the answer's context, or a document that one of
+    them holds (`documents`: document id → context nodes), which counts for those nodes."""
+    out = Citations()
+    for cited_id in cited:
+        nodes = [cited_id] if cited_id in context_ids else (documents or {}).get(cited_id, [])
+        if not nodes:
+            if cited_id not in out.dropped:
+                out.dropped.append(cited_id)
+            continue
+        if cited_id not in context_ids:
+            out.mapped[cited_id] = nodes
+        out.kept += [n for n in nodes if n not in out.kept]
+    return out
+
+
+def context_documents(nodes: dict[str, Any], context_ids: list[str]) -> dict[str, list[str]]:
+    """document id → the most specific context nodes whose stored memory cites it (a project's
+    document is also in its seat's facets; citing it means the project)."""
+    by_level: dict[str, dict[str, list[str]]] = {}
+    for node_id in context_ids:
+        node = nodes[node_id]
+        held = {s for f in node.facets for s in f.get("sources", ())}
+        held |= {q["source"] for q in node.qa if q.get("source")}
+        for doc in held - set(context_ids):
+            level = by_level.setdefault(doc, {})
+            level.setdefault(node.level, []).append(node_id)
+    order = ("project", "seat", "contract")
+    return {
+        doc: next(levels[lvl] for lvl in order if lvl in levels) for doc, levels in by_level.items()
+    }
 
 
 def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
@@ -301,8 +339,8 @@ class QueryEngine:
                 "retrieval_config": config.as_dict(),
             }
             self.query_log.write(result, llm.backend_name, llm.model, extra, wait_s=self.db_wait_s)
-        if result.unsupported:
-            logger.warning("%s: %s", result.query_id, result.warning)
+        if result.unsupported:  # the caller shows the warning; the log keeps it for servers
+            logger.info("%s: %s", result.query_id, result.warning)
         return result
 
     def _new_result(self, identity: Identity, question: str, channel: str) -> QueryResult:
@@ -381,15 +419,23 @@ class QueryEngine:
             "scope": {"level": memory.scope.level, "node_id": memory.scope.root_node_id},
             **context,
         }
-        answer = llm.run(tasks.ANSWER, payload, context=f"answer for {result.identity}")
+        answer = llm.run(
+            tasks.ANSWER,
+            payload,
+            context=f"answer for {result.identity}",
+            choices={"citation": result.context_ids},
+        )
         cost.answer_ms = (time.perf_counter() - t0) * 1000
-        kept, dropped = validate_citations(list(answer.citation), set(result.context_ids))
+        documents = context_documents(retrieved.nodes, result.context_ids)
+        cited = validate_citations(list(answer.citation), set(result.context_ids), documents)
         result.answer = answer.answer
         result.rationale = answer.rationale
-        result.citations = kept
-        result.dropped_citations = dropped
+        result.citations = cited.kept
+        result.dropped_citations = cited.dropped
+        result.mapped_citations = cited.mapped
         result.sources = sorted(
-            {q["source"] for q in context["qa"] if q["node_id"] in kept and q.get("source")}
+            {q["source"] for q in context["qa"] if q["node_id"] in cited.kept and q.get("source")}
+            | {doc for doc in cited.mapped}
         )
 
 

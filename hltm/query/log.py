@@ -8,7 +8,9 @@ attributes, support counted over distinct identities) and the record of per-quer
     scope_root (node id), question, intent, pairs JSON [{field, value}],
     retrieved JSON {"facet": [node ids], "qa": [...], "summary": [...]},
     answer, rationale, citations JSON [node ids], dropped_citations JSON [ids not in context],
-    no_memory, status ('answered' | 'no_memory' | 'unsupported': no valid citation), llm_calls, prompt_tokens, completion_tokens (o200k_base),
+    no_memory, status ('answered' | 'no_memory' | 'unsupported': no valid citation),
+    mapped_citations JSON {document id: [context node ids it counted for]},
+    llm_calls, prompt_tokens, completion_tokens (o200k_base),
     embed_ms, retrieval_ms, parse_ms, answer_ms, llm_ms, total_ms,
     backend, model, prompt_versions JSON, retrieval_config JSON
 
@@ -59,6 +61,7 @@ _COLUMNS = (
     ("dropped_citations", "VARCHAR NOT NULL"),
     ("no_memory", "BOOLEAN NOT NULL"),
     ("status", "VARCHAR"),
+    ("mapped_citations", "VARCHAR"),
     ("llm_calls", "INTEGER NOT NULL"),
     ("prompt_tokens", "INTEGER NOT NULL"),
     ("completion_tokens", "INTEGER NOT NULL"),
@@ -79,8 +82,9 @@ COLUMN_NAMES = tuple(name for name, _ in _COLUMNS)
 def ensure_query_log(con: Any) -> None:
     columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS {QUERY_LOG_TABLE} ({columns})")
-    # Logs written before `status` existed gain it (NULL on their old rows).
-    con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN IF NOT EXISTS status VARCHAR")
+    # Logs written before these columns existed gain them (NULL on their old rows).
+    for name in ("status", "mapped_citations"):
+        con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN IF NOT EXISTS {name} VARCHAR")
 
 
 def log_path(derived_db: Path | str) -> Path:
@@ -135,6 +139,7 @@ def query_log_row(
         "dropped_citations": _dump(result.dropped_citations),
         "no_memory": result.no_memory,
         "status": result.status,
+        "mapped_citations": _dump(result.mapped_citations),
         "llm_calls": cost.llm_calls,
         "prompt_tokens": cost.prompt_tokens,
         "completion_tokens": cost.completion_tokens,
@@ -273,6 +278,7 @@ def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dic
             "retrieval_config",
         ):
             item[key] = json.loads(item[key])
+        item["mapped_citations"] = json.loads(item["mapped_citations"] or "{}")
         out.append(item)
     return out
 

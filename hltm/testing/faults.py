@@ -14,6 +14,8 @@ from hltm.tokens import count_tokens
 
 ALWAYS = "always"
 TRANSPORT_FAULTS = ("http_429", "http_500", "timeout")
+# Answered with an HTTP error before any generation (a streamed request included).
+REFUSING_FAULTS = ("http_429", "http_500", "reject_json_schema")
 CONTENT_FAULTS = (
     "malformed_json",
     "truncated_json",
@@ -27,13 +29,17 @@ CONTENT_FAULTS = (
     "repetition_loop",
     "unknown_ids",
     "echo_examples",
+    "slow_first_token",
+    "cites_document_ids",
+    "no_citations",
+    "copies_all_sources",
 )
 FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
 ENDPOINTS = ("chat", "embeddings")
 DEFAULT_TIMEOUT_DELAY_S = 5.0
 DEFAULT_RETRY_AFTER_S = 1.0
 DEFAULT_MAX_TOKENS = 4096  # what a looping model produces when the request sets no bound
-ID_FIELDS = ("source", "sources", "support")
+ID_FIELDS = ("source", "sources", "support", "citation")
 
 Endpoint = Literal["chat", "embeddings"]
 
@@ -233,6 +239,55 @@ def _echo_examples(answer: Any, examples: list[tuple[str, str]]) -> Any:
     return answer
 
 
+def _cite_documents(answer: Any, payload: Any) -> Any:
+    """Each cited node id of `citation` replaced by a document id the payload shows for that
+    node (a QA pair's `source`): what a small model copies when it sees both kinds of id."""
+    documents: dict[str, str] = {}
+    for item in protocol.json_values(payload):
+        if isinstance(item, dict) and item.get("node_id") and item.get("source"):
+            documents.setdefault(str(item["node_id"]), str(item["source"]))
+    if not isinstance(answer, dict) or not isinstance(answer.get("citation"), list):
+        return answer
+    return {**answer, "citation": [documents.get(c, c) for c in answer["citation"]]}
+
+
+def _allowed_sources(response_format: Any, system: str) -> list[str]:
+    """The ids the schema lets `sources` name (its enum), on the wire or in the system prompt."""
+    spec = response_format.get("json_schema") if isinstance(response_format, dict) else None
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if schema is None and "{" in system:
+        try:
+            schema = json.loads(system[system.index("{") :])
+        except ValueError:
+            schema = None
+    found: list[str] = []
+
+    def walk(value: Any, name: str = "") -> None:
+        if isinstance(value, dict):
+            if name == "sources" and isinstance(value.get("items"), dict):
+                found.extend(value["items"].get("enum", []))
+            for key, item in value.items():
+                walk(item, key if key != "properties" else name)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, name)
+
+    walk(schema)
+    return sorted({str(v) for v in found if v})
+
+
+def _copy_sources(answer: Any, allowed: list[str]) -> Any:
+    """Every `sources` list (at any depth) set to the whole allowed list."""
+    if isinstance(answer, dict):
+        return {
+            k: list(allowed) if k == "sources" and allowed else _copy_sources(v, allowed)
+            for k, v in answer.items()
+        }
+    if isinstance(answer, list):
+        return [_copy_sources(v, allowed) for v in answer]
+    return answer
+
+
 def _repetition_loop(text: str, max_tokens: int) -> str:
     """A start of the answer, then one line over and over until `max_tokens` tokens."""
     start = text[: max(1, len(text) // 3)]
@@ -249,8 +304,19 @@ def render(
     payload: Any,
     messages: list[Any],
     max_tokens: int,
+    response_format: Any = None,
 ) -> tuple[str | None, str, str | None]:
     """(content, finish_reason, refusal) for the answer, bent by the fault if there is one."""
+    if kind == "cites_document_ids":
+        answer = _cite_documents(answer, payload)
+    elif kind == "no_citations" and isinstance(answer, dict) and "citation" in answer:
+        answer = {**answer, "citation": []}
+    elif kind == "copies_all_sources":
+        system = next(
+            (protocol.text_of(m.get("content")) for m in messages if m.get("role") == "system"),
+            "",
+        )
+        answer = _copy_sources(answer, _allowed_sources(response_format, system))
     text = json.dumps(answer, ensure_ascii=False, sort_keys=True)
     if kind == "malformed_json":
         # Python's repr (single quotes): looks like JSON, parses as none, even salvaged.

@@ -6,11 +6,12 @@ import asyncio
 import base64
 import contextlib
 import copy
+import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from hltm.llm import DETERMINISTIC_MODEL
@@ -32,6 +33,7 @@ from hltm.testing import protocol
 from hltm.testing.faults import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_RETRY_AFTER_S,
+    REFUSING_FAULTS,
     Endpoint,
     Fault,
     FaultError,
@@ -73,6 +75,18 @@ class ServerStats:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Chat:
+    """One chat request as the answering code reads it."""
+
+    task: Task[Any]
+    body: dict[str, Any]
+    messages: list[Any]
+    user_text: str
+    fault: Fault | None
+    max_tokens: int | None
 
 
 class _State:
@@ -250,7 +264,7 @@ class OpenAIApp:
                 "'json_object' [type=literal_error, input_value='json_schema', input_type=str]",
                 "server_error",
             )
-        if fault.kind == "timeout":
+        if fault.kind in ("timeout", "slow_first_token"):  # unstreamed, the whole answer is late
             await self._pause(fault.delay_s)
         return None
 
@@ -268,11 +282,6 @@ class OpenAIApp:
                 400,
                 "the body must be JSON with a non-empty 'messages' list",
                 "invalid_request_error",
-            )
-        if body.get("stream"):
-            state.record(RequestRecord("chat", None, None, 400))
-            return protocol.error(
-                400, "streaming is not supported by this test server", "invalid_request_error"
             )
         schema, task = protocol.find_task(body, messages)
         response_format = protocol.format_type(body.get("response_format"))
@@ -306,51 +315,102 @@ class OpenAIApp:
                 RequestRecord("chat", schema, kind, status, response_format, max_tokens), usage
             )
 
-        with self._state.lock:
-            self._state.in_flight += 1
-            stats = self._state.stats
-            stats.peak_in_flight = max(stats.peak_in_flight, self._state.in_flight)
-        try:
-            async with self._generating():
-                return await self._complete(
-                    task, body, messages, user_text, fault, max_tokens, record
-                )
-        finally:
-            with self._state.lock:
-                self._state.in_flight -= 1
+        if body.get("stream") and (fault is None or fault.kind not in REFUSING_FAULTS):
+            # Headers go out at once (as vLLM's do); the answer waits for the slot in the body.
+            chat = _Chat(task, body, messages, user_text, fault, max_tokens)
+            events = self._streamed(chat, record)
+            return StreamingResponse(events, media_type="text/event-stream")
+        async with self._answering():
+            refused = await self._transport_fault(fault)
+            if refused is not None:
+                record(refused.status_code)
+                return refused
+            started = time.monotonic()
+            chat = _Chat(task, body, messages, user_text, fault, max_tokens)
+            answer = await self._answer(chat)
+            if isinstance(answer, JSONResponse):
+                record(answer.status_code)
+                return answer
+            # A fixed latency per answer, the handler's own time included (it stands for the model).
+            await self._pause(self.latency_s - (time.monotonic() - started))
+            record(200, answer["usage"])
+            return JSONResponse(answer)
 
     @contextlib.asynccontextmanager
-    async def _generating(self) -> Any:
-        """Serial mode: one answer at a time (a request arriving meanwhile waits, counted)."""
-        if self._slot is None:
-            yield
-            return
-        if self._slot.locked():
-            with self._state.lock:
-                self._state.stats.stacked += 1
-        async with self._slot:
-            yield
+    async def _answering(self) -> Any:
+        """One chat request being answered: counted in flight, and in serial mode one at a time
+        (a request arriving meanwhile waits for the slot, counted as stacked)."""
+        state = self._state
+        with state.lock:
+            state.in_flight += 1
+            state.stats.peak_in_flight = max(state.stats.peak_in_flight, state.in_flight)
+        try:
+            if self._slot is None:
+                yield
+                return
+            if self._slot.locked():
+                with state.lock:
+                    state.stats.stacked += 1
+            async with self._slot:
+                yield
+        finally:
+            with state.lock:
+                state.in_flight -= 1
 
-    async def _complete(
-        self,
-        task: Task[Any],
-        body: dict[str, Any],
-        messages: list[Any],
-        user_text: str,
-        fault: Fault | None,
-        max_tokens: int | None,
-        record: Callable[..., None],
-    ) -> JSONResponse:
-        kind = fault.kind if fault else None
-        started = time.monotonic()
-        refused = await self._transport_fault(fault)
-        if refused is not None:
-            record(refused.status_code)
-            return refused
+    async def _streamed(self, chat: _Chat, record: Callable[..., None]) -> AsyncIterator[str]:
+        """The answer as server-sent events: a role chunk, the content in pieces spread over
+        `latency_s`, the finish reason, `[DONE]`. A `timeout` fault holds back every chunk for
+        its delay; `slow_first_token` sends the role chunk at once and the content after it."""
+        async with self._answering():
+            chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
+            model = str(chat.body.get("model") or DETERMINISTIC_MODEL)
+            fault = chat.fault
+            kind = fault.kind if fault else None
+
+            def event(delta: dict[str, Any], finish: str | None = None) -> str:
+                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                chunk = {
+                    "id": chunk_id,
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [choice],
+                }
+                return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+            delay = fault.delay_s if fault else 0.0
+            if kind == "timeout":
+                await self._pause(delay)
+            yield event({"role": "assistant", "content": ""})
+            if kind == "slow_first_token":
+                await self._pause(delay)
+            started = time.monotonic()
+            answer = await self._answer(chat)
+            if isinstance(answer, JSONResponse):
+                record(answer.status_code)
+                yield f"data: {answer.body.decode()}\n\n"
+                return
+            message = answer["choices"][0]["message"]
+            pieces = _pieces(message["content"] or "")
+            pace = max(0.0, self.latency_s - (time.monotonic() - started)) / max(1, len(pieces))
+            for piece in pieces:
+                await self._pause(pace)
+                if self._stopping.is_set():
+                    return
+                yield event({"content": piece})
+            if message["refusal"]:
+                yield event({"refusal": message["refusal"]})
+            record(200, answer["usage"])
+            yield event({}, answer["choices"][0]["finish_reason"])
+            yield "data: [DONE]\n\n"
+
+    async def _answer(self, chat: _Chat) -> dict[str, Any] | JSONResponse:
+        """The chat completion (bent by a content fault), or the error that prevents one."""
+        task, body, messages = chat.task, chat.body, chat.messages
+        kind = chat.fault.kind if chat.fault else None
         try:
             payload = payload_from_messages(messages)
         except (ValueError, KeyError, TypeError):
-            record(400)
             return protocol.error(
                 400,
                 "the last message carries no ```json payload block (rendered by hltm.llm_tasks.Task)",
@@ -361,7 +421,6 @@ class OpenAIApp:
             answer = await run_in_threadpool(task.offline, payload)
         except Exception as err:  # a bug in the handler: say so, and tell the SDK not to retry
             log.exception("offline handler of task %r failed", task.name)
-            record(500)
             return protocol.error(
                 500,
                 f"offline handler of task {task.name!r} failed: {type(err).__name__}: {err}",
@@ -369,10 +428,15 @@ class OpenAIApp:
                 "handler_error",
                 **{"x-should-retry": "false"},
             )
-        # A fixed latency per answer, the handler's own time included (it stands for the model).
-        await self._pause(self.latency_s - (time.monotonic() - started))
         content, finish_reason, refusal = render(
-            kind, answer, task, user_text, payload, messages, max_tokens or DEFAULT_MAX_TOKENS
+            kind,
+            answer,
+            task,
+            chat.user_text,
+            payload,
+            messages,
+            chat.max_tokens or DEFAULT_MAX_TOKENS,
+            body.get("response_format"),
         )
         sent_tokens = prompt_tokens(
             [
@@ -382,12 +446,7 @@ class OpenAIApp:
             ]
         )
         completion_tokens = count_tokens(content or refusal or "")
-        usage = {
-            "prompt_tokens": sent_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": sent_tokens + completion_tokens,
-        }
-        completion = {
+        return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -401,10 +460,12 @@ class OpenAIApp:
                     "finish_reason": finish_reason,
                 }
             ],
-            "usage": usage,
+            "usage": {
+                "prompt_tokens": sent_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": sent_tokens + completion_tokens,
+            },
         }
-        record(200, usage)
-        return JSONResponse(completion)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         with self._embedder_lock:
@@ -507,3 +568,8 @@ class OpenAIApp:
 
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
+
+
+def _pieces(text: str, size: int = 24) -> list[str]:
+    """A streamed answer's content chunks (a few tokens each, as a server sends them)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]

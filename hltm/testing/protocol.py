@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -87,20 +88,16 @@ def retry_headers(seconds: float) -> dict[str, str]:
 
 def haystack(user_text: str, payload: Any) -> str:
     """Everything the model was shown, lowercased and whitespace-folded, payload strings decoded."""
-    parts = [user_text]
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            parts.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(payload)
+    parts = [user_text, *(v for v in json_values(payload) if isinstance(v, str))]
     return " ".join(" ".join(parts).lower().split())
+
+
+def json_values(value: Any) -> Iterator[Any]:
+    """Every value of a decoded JSON document, containers first, at any depth."""
+    yield value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for item in items:
+        yield from json_values(item)
 
 
 _BACKTICK_EXAMPLE = re.compile(r"`([a-z_]+): ([^`\n]+)`")

@@ -8,6 +8,10 @@ included. The memory tests build one project node of the small world, so they st
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +23,7 @@ import pytest
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
 from assets.memory import MEMORY_CHECKS
 from hltm.cli import demo
-from hltm.llm import LLMUsage, make_llm
+from hltm.llm import LLMError, LLMUsage, make_llm
 from hltm.llm_calls import Request
 from hltm.memory import builder_from_settings
 from hltm.memory.inputs import read_project_inputs
@@ -72,10 +76,11 @@ def test_a_server_rejecting_json_schema_is_degraded_once_and_remembered(
     # The degraded request carries the schema in its prompt, since the wire no longer does.
     system = server.last_request["body"]["messages"][0]["content"]
     assert '"source_id"' in system and "JSON schema" in system
-    # Both requests are in the ledger; the rejected one is not charged to the retry budget.
+    # Both requests are in the ledger; the rejected one is not charged to the retry budget,
+    # and costs no tokens: the server processed none of it.
     assert (first.calls, first.failed_calls, first.retries) == (2, 1, 1)
     assert_ledger_matches(first, server.stats)
-    assert first.prompt_tokens > server.stats.prompt_tokens  # + the rejected request's prompt
+    assert first.prompt_tokens == server.stats.prompt_tokens
 
     # Remembered for the endpoint: a second call (even from a new backend) goes straight there.
     again = quick(make_llm(remote(server)))
@@ -125,8 +130,9 @@ def test_a_timed_out_request_is_not_re_sent_onto_a_busy_server(
     server: LocalOpenAIServer,
 ) -> None:
     with LocalOpenAIServer(serial=True) as one_slot:  # like llama.cpp with one slot
+        # Unstreamed, like a server that cannot stream: an abandoned answer is still generated.
         one_slot.inject("timeout", times=1, delay_s=1.5)  # slower than the 1 s timeout
-        llm = quick(make_llm(remote(one_slot)))  # waits as long as the timeout before retrying
+        llm = quick(make_llm(remote(one_slot, llm_stream=False)))  # waits as long as the timeout
         assert llm.run(WORD_TASK, words("slow server")).count == 2
         stats = one_slot.stats
         assert stats.stacked == 0  # the retry arrived after the abandoned answer was done
@@ -139,7 +145,7 @@ def test_a_timed_out_request_is_not_re_sent_onto_a_busy_server(
         # Re-sending at once (what the SDK's own retries did) stacks it behind the busy slot.
         one_slot.reset_stats()
         one_slot.inject("timeout", times=1, delay_s=1.5)
-        eager = make_llm(remote(one_slot, llm_timeout_backoff_s=0.0))
+        eager = make_llm(remote(one_slot, llm_timeout_backoff_s=0.0, llm_stream=False))
         assert eager.run(WORD_TASK, words("slow server")).count == 2
         assert one_slot.stats.stacked == 1
 
@@ -283,3 +289,255 @@ def test_a_fixed_latency_per_answer_for_benchmarks() -> None:
         assert llm.run(WORD_TASK, words("take your time")).count == 3
         assert time.perf_counter() - started >= 0.3
         assert llm.snapshot().calls == slow.stats.chat_requests == 1
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+_ONE_CALL_IN_A_NEW_PROCESS = """
+    import json, sys
+    from pathlib import Path
+    from hltm.llm import make_llm
+    from hltm.settings import Settings
+    from tests.test_llm_protocol import WORD_TASK, words
+
+    settings = Settings.from_env(
+        llm_backend="openai", openai_base_url=sys.argv[1], openai_api_key="test",
+        data_dir=Path(sys.argv[2]), llm_timeout_s=10, llm_max_retries=0,
+    )
+    llm = make_llm(settings)
+    count = llm.run(WORD_TASK, words("one two")).count
+    used = llm.snapshot()
+    print(json.dumps([count, used.calls, used.prompt_tokens]))
+"""
+
+
+def _one_call_in_a_new_process(server: LocalOpenAIServer, data_dir: Path) -> list[int]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_ONE_CALL_IN_A_NEW_PROCESS)]
+        + [server.base_url, str(data_dir)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
+    server: LocalOpenAIServer, tmp_path: Path
+) -> None:
+    server.inject("reject_json_schema", times="always")  # llama.cpp's own server
+    first = _one_call_in_a_new_process(server, tmp_path)
+    assert [(r.status, r.response_format) for r in server.stats.history] == [
+        (500, "json_schema"),
+        (200, "json_object"),
+    ]
+    # Two calls; the rejected one costs no tokens: the ledger's are the server's own.
+    assert first == [2, 2, server.stats.prompt_tokens]
+
+    server.reset_stats()
+    second = _one_call_in_a_new_process(server, tmp_path)  # another process, same data dir
+    assert [(r.status, r.response_format) for r in server.stats.history] == [(200, "json_object")]
+    assert second == [2, 1, server.stats.prompt_tokens]
+
+    # A remembered profile that fails is re-probed from the full feature set, then re-learnt.
+    from hltm.openai_backend import PROFILES_FILE
+
+    stored = tmp_path / "cache" / PROFILES_FILE
+    profiles = json.loads(stored.read_text())
+    (key,) = profiles
+    assert profiles[key]["response_format"] == "json_object"
+    stored.write_text(json.dumps({key: {**profiles[key], "response_format": "json_schema"}}))
+    server.reset_stats()
+    assert _one_call_in_a_new_process(server, tmp_path)[:2] == [2, 3]
+    formats = [(r.status, r.response_format) for r in server.stats.history]
+    assert formats == [(500, "json_schema"), (500, "json_schema"), (200, "json_object")]
+    assert json.loads(stored.read_text())[key]["response_format"] == "json_object"
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+def test_a_long_answer_that_keeps_streaming_is_kept_past_the_timeout() -> None:
+    # Generating takes 3 s, streamed in ~20 chunks: the 1.5 s timeout bounds the first token and
+    # each pause between tokens, not the whole answer, which a total timeout would throw away.
+    text = " ".join(f"word{i}" for i in range(40))
+    with LocalOpenAIServer(latency_s=3.0, serial=True) as one_slot:
+        llm = make_llm(
+            remote(one_slot, llm_timeout_s=1.5, llm_idle_timeout_s=1.5, llm_max_retries=0)
+        )
+        started = time.perf_counter()
+        assert llm.run(WORD_TASK, words(text)).count == 40
+        assert time.perf_counter() - started >= 3.0
+        assert one_slot.last_request["body"]["stream"] is True
+        usage = llm.snapshot()
+        assert (usage.calls, usage.failed_calls) == (1, 0)
+        assert_ledger_matches(usage, one_slot.stats)
+
+
+def test_a_slow_first_token_times_out_by_its_own_limit_and_is_retried(
+    server: LocalOpenAIServer,
+) -> None:
+    # The server accepts at once (headers and the role chunk) but its first token is late.
+    server.inject("slow_first_token", times=1, delay_s=4.0)
+    once = make_llm(remote(server, llm_timeout_s=2.0, llm_max_retries=0))
+    with pytest.raises(LLMError, match="no first token within 2 s"):
+        once.run(WORD_TASK, words("late start"))
+    server.wait_idle()
+    server.reset_stats()
+    server.inject("slow_first_token", times=1, delay_s=4.0)
+    llm = quick(make_llm(remote(server, llm_timeout_s=2.0)))  # no wait: the slot was freed
+    assert llm.run(WORD_TASK, words("late start")).count == 2
+    usage = llm.snapshot()
+    assert (usage.calls, usage.failed_calls, usage.retries) == (2, 1, 1)
+    assert usage.calls == server.stats.chat_requests
+
+
+def test_a_local_server_gets_one_request_at_a_time_by_default(memory_world: Settings) -> None:
+    assert Settings.from_env(openai_base_url="http://127.0.0.1:8080/v1").concurrency == 1
+    assert Settings.from_env(openai_base_url="http://192.168.1.20:8000/v1").concurrency == 1
+    assert Settings.from_env(openai_base_url="https://api.openai.com/v1").concurrency == 8
+    local = Settings.from_env(openai_base_url="http://localhost:8080/v1", llm_concurrency=4)
+    assert local.concurrency == 4  # set: the server's slots
+    with LocalOpenAIServer(serial=True) as one_slot:  # llama.cpp's default: one slot
+        settings = remote(one_slot, memory_world, llm_timeout_s=10.0)
+        builder = builder_from_settings(settings, llm=quick(make_llm(settings)))
+        world = read_world(settings.sources_db)
+        seat = sorted(world.seats)[0]
+        projects = [f"project:{p}" for p, s in world.projects.items() if s == seat]
+        reports = builder.build([*projects, f"seat:{seat}"])
+        assert all(r.status == "built" for r in reports) and len(reports) >= 3
+        # Nothing of ours waited in the server's queue, where a timeout would have counted it.
+        assert (one_slot.stats.stacked, one_slot.stats.peak_in_flight) == (0, 1)
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+def _failed_and_built(result: dg.ExecuteInProcessResult) -> tuple[list[Any], list[Any]]:
+    observed = [
+        e.event_specific_data.asset_observation.metadata  # type: ignore[union-attr]
+        for e in result.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    ]
+    built = [
+        e.event_specific_data.materialization.metadata  # type: ignore[union-attr]
+        for e in result.get_asset_materialization_events()
+    ]
+    return observed, built
+
+
+def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
+    memory_world: Settings, server: LocalOpenAIServer
+) -> None:
+    settings = remote(server, memory_world, llm_max_retries=1)
+    pid = sorted(read_world(settings.sources_db).projects)[0]
+    server.inject("schema_violation", times="always", match=f'"project_id": "{pid}"')
+    defs = _shared.memory_definitions(settings)
+    job = defs.get_job_def("rebuild_memory_tree")
+    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    failed, built = _failed_and_built(result)
+    (node,) = failed
+    assert node["node_id"].value == f"project:{pid}" and node["status"].value == "failed"
+    assert node["llm_failed_calls"].value >= 2  # a task's request and its one retry
+    assert node["llm_calls"].value >= node["llm_failed_calls"].value
+    assert node["prompt_tokens"].value > 0
+    # Every request the server received is in some node's metadata, failed or built.
+    calls = sum(m["llm_calls"].value for m in [*failed, *built])
+    assert calls == server.stats.chat_requests
+    completion = sum(m["completion_tokens"].value for m in [*failed, *built])
+    assert completion == server.stats.completion_tokens
+
+
+def test_a_run_stopped_halfway_keeps_the_metadata_of_the_nodes_it_stored(
+    memory_world: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hltm.memory.store import MemoryStore
+
+    write = MemoryStore.write
+    writes: list[int] = []
+
+    def write_then_stop(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
+        writes.append(1)
+        if len(writes) > 1:
+            raise KeyboardInterrupt  # the run is stopped during its second contract's write
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "write", write_then_stop)
+    job = _shared.memory_definitions(memory_world).get_job_def("rebuild_memory_tree")
+    with pytest.raises(KeyboardInterrupt):
+        job.execute_in_process(instance=(instance := dg.DagsterInstance.ephemeral()))
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("project_memory")), limit=100
+    ).records
+    stored = builder_from_settings(memory_world).store.built()
+    recorded = {f"project:{r.partition_key}" for r in records}
+    assert recorded and recorded == {n for n, b in stored.items() if b.level == "project"}
+
+
+# --------------------------------------------------------------------------- memory quality
+
+
+def test_a_node_whose_facets_all_cite_every_allowed_source_is_flagged(
+    memory_world: Settings, server: LocalOpenAIServer
+) -> None:
+    settings, builder, nid, pid = _one_project(server, memory_world)
+    (honest,) = builder.build([nid])
+    assert honest.status == "built" and _degraded(settings).passed
+    with connect(settings.sources_db, read_only=True) as con:
+        documents = con.execute(
+            "SELECT count(*) FROM project_documents WHERE project_id = ?", [pid]
+        ).fetchone()[0]
+    assert documents >= 1
+    server.inject("copies_all_sources", times="always", match=f'"project_id": "{pid}"')
+    builder.store.clear()
+    (report,) = builder.build([nid])
+    assert report.status == "built" and report.drops.dropped == 0  # every id was allowed
+    node = builder.store.nodes([nid])[nid]
+    assert len({f.sources for f in node.facets}) == 1 and len(node.facets[0].sources) >= 2
+    with connect(settings.derived_db) as con:
+        (flagged,) = degraded_nodes(con, "project")
+    assert flagged.node_id == nid and flagged.why.startswith("no evidence of provenance")
+    result = _degraded(settings)
+    assert not result.passed and "no evidence of provenance" in (result.description or "")
+
+
+# --------------------------------------------------------------------------- the judge's CLI
+
+
+def test_a_judge_gate_failure_is_one_line_with_the_totals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from assets.judge import gate_metadata
+    from hltm.cli import judge as judge_cli
+    from hltm.judge.gate import gate_decision
+    from hltm.judge.pipeline import JudgeConfig
+
+    unmeasured = gate_decision(0, 0)
+    assert gate_metadata(unmeasured, JudgeConfig("m", "p"))["survival_rate"] == "not measured"
+    assert gate_metadata(gate_decision(10, 9), JudgeConfig("m", "p"))["survival_rate"] == 0.9
+
+    @dg.op(name="judge_all_vacancies", config_schema=dict)
+    def judge_all_vacancies() -> None:
+        raise dg.Failure(
+            f"rankings not published: quote gate {unmeasured.reason}",
+            metadata={"vacancies": 3, "judged": 0, "llm_calls": 6, "tokens": 5120},
+        )
+
+    @dg.job(name="judge_refresh")
+    def judge_refresh() -> None:
+        judge_all_vacancies()
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setattr(demo, "load_definitions", lambda: dg.Definitions(jobs=[judge_refresh]))
+    with pytest.raises(SystemExit):
+        judge_cli.run_judge()
+    printed = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert printed == [
+        "error: Dagster job 'judge_refresh' failed: judge_all_vacancies: rankings not published:"
+        " quote gate no quotes on mandatory requirements to measure"
+        " (vacancies 3, judged 0, llm_calls 6, tokens 5120)"
+    ]

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -34,7 +35,7 @@ from hltm.llm import LLM, DeterministicBackend, Task, make_llm
 from hltm.query import tasks
 from hltm.query.access import create_token
 from hltm.query.api import MAX_QUESTION_CHARS
-from hltm.query.engine import QueryEngine
+from hltm.query.engine import QueryEngine, validate_citations
 from hltm.query.http import MAX_BODY_BYTES, ServeLimits, create_app
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
@@ -413,3 +414,87 @@ def test_readers_never_fail_while_the_embedded_client_is_reopened(
     assert errors == []
     assert len(answered) == 15 * len(projects) and all(answered)
     assert reopener_result and reopener_result[0] > 1  # the client was swapped under the reads
+
+
+def _remote_engine(settings: Settings, server: LocalOpenAIServer) -> QueryEngine:
+    online = replace(
+        settings,
+        llm_backend="openai",
+        openai_base_url=server.base_url,
+        openai_api_key="test",
+        llm_timeout_s=30,
+    )
+    return QueryEngine(settings, llm=make_llm(online), db_wait_s=5)
+
+
+def test_document_ids_cited_count_for_their_nodes_and_only_node_ids_are_offered(
+    built_world: BuiltWorld,  # noqa: F811
+    slow_llm: LocalOpenAIServer,
+    tmp_path: Path,
+) -> None:
+    settings = _copy(built_world, tmp_path)
+    engine = _remote_engine(settings, slow_llm)
+    pid = built_world.projects()[0]
+    # A small model on a json_object server cites the documents its context names.
+    slow_llm.inject("cites_document_ids", times="always")
+    result = engine.ask(Identity("project", pid), "What is this role about?")
+    body = slow_llm.last_request["body"]
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["citation"]["items"]["enum"] == sorted(result.context_ids)
+    assert result.mapped_citations, "the fault cited no document id"
+    for document, nodes in result.mapped_citations.items():
+        assert not document.startswith("project:") and set(nodes) <= set(result.context_ids)
+    assert result.status == "answered" and result.citations and not result.dropped_citations
+    assert set(result.mapped_citations) <= set(result.sources)
+    (row,) = [r for r in read_query_log(settings.derived_db) if r["query_id"] == result.query_id]
+    assert row["mapped_citations"] == result.mapped_citations and row["status"] == "answered"
+
+    # An id outside the context (a document of another project) stays invalid.
+    other = built_world.projects()[1]
+    foreign = next(iter(engine.ask(Identity("project", other), "What is this role about?").sources))
+    cited = validate_citations([foreign], set(result.context_ids), {})
+    assert (cited.kept, cited.dropped) == ([], [foreign])
+
+
+def test_an_answer_without_citations_is_unsupported_and_an_empty_scope_is_no_memory(
+    built_world: BuiltWorld,  # noqa: F811
+    slow_llm: LocalOpenAIServer,
+) -> None:
+    engine = _remote_engine(built_world.settings, slow_llm)
+    slow_llm.inject("no_citations", times="always")
+    seat = built_world.seats()[0]
+    result = engine.ask(Identity("seat", seat), "Where do I usually hire?", log=False)
+    assert result.answer and result.context_ids
+    assert result.status == "unsupported" and result.citations == result.dropped_citations == []
+    assert "cites nothing" in result.warning
+    # Nothing stored for the scope: "no memory", with no LLM call at all.
+    empty = engine.ask(Identity("seat", "no-such-seat"), "Where do I usually hire?", log=False)
+    assert empty.status == "no_memory" and empty.cost.llm_calls == 0
+
+
+def test_ask_prints_the_unsupported_warning_once(
+    built_world: BuiltWorld,  # noqa: F811
+    slow_llm: LocalOpenAIServer,
+    tmp_path: Path,
+) -> None:
+    settings = _copy(built_world, tmp_path)
+    slow_llm.inject("unknown_ids", times="always")  # every citation outside the context
+    env = {
+        **os.environ,
+        "HLTM_DATA_DIR": str(settings.data_dir),
+        "HLTM_LLM_BACKEND": "openai",
+        "OPENAI_BASE_URL": slow_llm.base_url,
+        "OPENAI_API_KEY": "test",
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+    }
+    env.pop("CHROMA_HOST", None)
+    seat = built_world.seats()[0]
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("hltm")), "ask", "--seat", seat, "Where do I hire?"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stderr.count("unsupported answer") == 1, done.stderr
