@@ -23,16 +23,20 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import bm25s
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder
+from hltm.memory.salience import terms
 from hltm.query.boundary import Hit, NodeView, ScopedMemory
+from hltm.tokens import count_tokens
 
 RETRIEVERS = ("facet", "qa", "summary")
 
@@ -40,8 +44,9 @@ RETRIEVERS = ("facet", "qa", "summary")
 @dataclass(frozen=True)
 class RetrievalConfig:
     k_facet: int = 5
-    k_qa: int = 5
+    k_qa: int = 8
     k_summary: int = 3
+    context_tokens: int = 2400  # what the answer context may hold (o200k_base), cut by fused rank
     facet_per_node: int = 2  # nearest facets averaged per node and query pair
     qa_per_node: int = 2  # QA pairs a QA-hit node brings
     pool: int = 80  # nearest items (all kinds) fetched per query vector before grouping
@@ -60,6 +65,7 @@ class RetrievalConfig:
             "k_qa": self.k_qa,
             "k_summary": self.k_summary,
             "facet_per_node": self.facet_per_node,
+            "context_tokens": self.context_tokens,
             "retrievers": list(self.retrievers),
             "levels": list(self.levels) if self.levels else "all",
         }
@@ -158,6 +164,45 @@ def _nodes(hits: list[Hit]) -> int:
     return len({h.node_id for h in hits})
 
 
+RRF_K = 60  # reciprocal-rank fusion's damping constant (Cormack et al. 2009)
+
+
+def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) -> list[Hit]:
+    """The pool's QA hits re-scored by reciprocal-rank fusion of their cosine rank and their
+    BM25 rank among the pool (over the prepared questions' terms), best first: e5 misses a rare
+    name or number a question shares word for word with a passage. Only the scope's own hits
+    are read, so the lexical side adds no reach beyond the subtree."""
+    kept = [h for h in hits if h.node_id in nodes and h.index < len(nodes[h.node_id].qa)]
+    if not kept:
+        return []
+    fused = {i: 1.0 / (RRF_K + i) for i in range(len(kept))}  # the pool comes best first
+    wanted = terms(question)
+    if wanted:
+        index = bm25s.BM25()
+        index.index(
+            [terms(nodes[h.node_id].qa[h.index]["question"]) or [""] for h in kept],
+            show_progress=False,
+        )
+        order, scores = index.retrieve([wanted], k=len(kept), show_progress=False)
+        for rank, (i, score) in enumerate(zip(order[0], scores[0], strict=True)):
+            if score > 0:
+                fused[int(i)] += 1.0 / (RRF_K + rank)
+    return [
+        Hit(kept[i].node_id, kept[i].level, kept[i].kind, kept[i].index, fused[i])
+        for i in sorted(fused, key=lambda i: (-fused[i], i))
+    ]
+
+
+def fused_ranks(retrieved: Retrieved) -> dict[str, float]:
+    """Each retrieved node's reciprocal-rank fusion over the retrievers that found it: a node
+    two retrievers rank high beats one that a single retriever ranks a little higher."""
+    fused: dict[str, float] = defaultdict(float)
+    for group in (retrieved.facet, retrieved.qa, retrieved.summary):
+        for rank, ranked in enumerate(group):
+            fused[ranked.node_id] += 1.0 / (RRF_K + rank)
+    return dict(fused)
+
+
 def _search_all_kinds(
     memory: ScopedMemory, vectors: np.ndarray, wants: list[dict[str, int]], n: int
 ) -> list[dict[str, list[Hit]]]:
@@ -230,6 +275,8 @@ def retrieve(
         ]
         out.facet = _top(ranked, config.k_facet)
     if "qa" in use:
+        qa_hits = question_hits.get("qa", [])
+        texts = memory.nodes({h.node_id for h in qa_hits})
         ranked = [
             Ranked(
                 nid,
@@ -238,7 +285,7 @@ def retrieve(
                 [h.index for h in items[: config.qa_per_node]],
                 [h.score for h in items[: config.qa_per_node]],
             )
-            for nid, items in _group_max(question_hits.get("qa", [])).items()
+            for nid, items in _group_max(_fuse_lexical(question, qa_hits, texts)).items()
         ]
         out.qa = _top(ranked, config.k_qa)
     if "summary" in use:
@@ -262,8 +309,28 @@ def _support(node: NodeView, facet: dict[str, Any]) -> int:
     return len(facet.get("support") or []) if node.level != "project" else 0
 
 
+def within_budget(
+    context: dict[str, list[dict]], fused: dict[str, float], budget: int
+) -> dict[str, list[dict]]:
+    """The context cut to whole nodes, best fused rank first, while their items fit in `budget`
+    tokens (o200k_base, as the prompt serialises them); the best node always stays."""
+    cost: dict[str, int] = defaultdict(int)
+    for items in context.values():
+        for item in items:
+            cost[item["node_id"]] += count_tokens(json.dumps(item, ensure_ascii=False, indent=1))
+    kept: set[str] = set()
+    spent = 0
+    for node_id in sorted(cost, key=lambda n: (-fused.get(n, 0.0), n)):
+        if kept and spent + cost[node_id] > budget:
+            break
+        kept.add(node_id)
+        spent += cost[node_id]
+    return {kind: [i for i in items if i["node_id"] in kept] for kind, items in context.items()}
+
+
 def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, list[dict]]:
-    """The three result sets F_k(q), Q_k(q), S_k(q) as the answer step sees them."""
+    """The three result sets F_k(q), Q_k(q), S_k(q) as the answer step sees them, cut to the
+    context budget by fused rank."""
     fields = {p["field"] for p in retrieved.pairs if p.get("field")}
     facets: list[dict[str, Any]] = []
     for ranked in retrieved.facet:
@@ -314,4 +381,5 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
                 "summary": node.summary_long or node.summary_short,
             }
         )
-    return {"facets": facets, "qa": qa, "summaries": summaries}
+    context = {"facets": facets, "qa": qa, "summaries": summaries}
+    return within_budget(context, fused_ranks(retrieved), config.context_tokens)
