@@ -24,10 +24,11 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import bm25s
@@ -39,6 +40,8 @@ from hltm.query.boundary import Hit, NodeView, ScopedMemory
 from hltm.tokens import count_tokens
 
 RETRIEVERS = ("facet", "qa", "summary")
+# bm25s logs every index it builds at DEBUG; one is built per query.
+logging.getLogger("bm25s").setLevel(logging.INFO)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Retrieved:
     summary: list[Ranked] = field(default_factory=list)
     nodes: dict[str, NodeView] = field(default_factory=dict)
     pairs: list[dict[str, str]] = field(default_factory=list)
+    fused: dict[str, float] = field(default_factory=dict)  # node id → reciprocal-rank fusion
     embed_s: float = 0.0
     search_s: float = 0.0
 
@@ -167,39 +171,50 @@ def _nodes(hits: list[Hit]) -> int:
 RRF_K = 60  # reciprocal-rank fusion's damping constant (Cormack et al. 2009)
 
 
+def _item_text(node: NodeView, hit: Hit) -> str | None:
+    """The string a vector item embeds (None for an index the node version lacks)."""
+    if hit.kind == "qa":
+        return node.qa[hit.index]["question"] if hit.index < len(node.qa) else None
+    if hit.kind == "facet":
+        if hit.index >= len(node.facets):
+            return None
+        return f"{node.facets[hit.index]['field']}: {node.facets[hit.index]['value']}"
+    return node.summary_short
+
+
 def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) -> list[Hit]:
-    """The pool's QA hits re-scored by reciprocal-rank fusion of their cosine rank and their
-    BM25 rank among the pool (over the prepared questions' terms), best first: e5 misses a rare
-    name or number a question shares word for word with a passage. Only the scope's own hits
-    are read, so the lexical side adds no reach beyond the subtree."""
-    kept = [h for h in hits if h.node_id in nodes and h.index < len(nodes[h.node_id].qa)]
-    if not kept:
+    """The question's pool of items of every kind (the collapsed tree), re-scored by
+    reciprocal-rank fusion of their cosine rank and their BM25 rank among the pool, best first:
+    e5 misses a rare name or number a question shares word for word with a passage. Only the
+    scope's own hits are read, so the lexical side adds no reach beyond the subtree."""
+    texts = [
+        (h, t) for h in sorted(hits, key=lambda h: -h.score)
+        if h.node_id in nodes and (t := _item_text(nodes[h.node_id], h)) is not None
+    ]  # fmt: skip
+    if not texts:
         return []
-    fused = {i: 1.0 / (RRF_K + i) for i in range(len(kept))}  # the pool comes best first
+    fused = [1.0 / (RRF_K + rank) for rank in range(len(texts))]
     wanted = terms(question)
     if wanted:
         index = bm25s.BM25()
-        index.index(
-            [terms(nodes[h.node_id].qa[h.index]["question"]) or [""] for h in kept],
-            show_progress=False,
-        )
-        order, scores = index.retrieve([wanted], k=len(kept), show_progress=False)
+        index.index([terms(text) or [""] for _, text in texts], show_progress=False)
+        order, scores = index.retrieve([wanted], k=len(texts), show_progress=False)
         for rank, (i, score) in enumerate(zip(order[0], scores[0], strict=True)):
             if score > 0:
                 fused[int(i)] += 1.0 / (RRF_K + rank)
-    return [
-        Hit(kept[i].node_id, kept[i].level, kept[i].kind, kept[i].index, fused[i])
-        for i in sorted(fused, key=lambda i: (-fused[i], i))
-    ]
+    ranked = sorted(range(len(texts)), key=lambda i: (-fused[i], i))
+    return [replace(texts[i][0], score=fused[i]) for i in ranked]
 
 
-def fused_ranks(retrieved: Retrieved) -> dict[str, float]:
-    """Each retrieved node's reciprocal-rank fusion over the retrievers that found it: a node
-    two retrievers rank high beats one that a single retriever ranks a little higher."""
+def _fuse(collapsed: list[list[Ranked]], facet: list[Ranked]) -> dict[str, float]:
+    """Each node's place in the context: its best item of the collapsed pool (already a fused
+    rank), plus the reciprocal rank the facet retriever's own queries (the parsed pairs) give it."""
     fused: dict[str, float] = defaultdict(float)
-    for group in (retrieved.facet, retrieved.qa, retrieved.summary):
-        for rank, ranked in enumerate(group):
-            fused[ranked.node_id] += 1.0 / (RRF_K + rank)
+    for ranking in collapsed:
+        for ranked in ranking:
+            fused[ranked.node_id] = max(fused[ranked.node_id], ranked.score)
+    for rank, ranked in enumerate(_top(facet, len(facet))):
+        fused[ranked.node_id] += 1.0 / (RRF_K + rank)
     return dict(fused)
 
 
@@ -242,7 +257,11 @@ def retrieve(
     use = set(config.retrievers)
     pair_queries = [pair_text(p) for p in pairs if p.get("field")] if "facet" in use else []
     started = time.perf_counter()
-    need_question = bool(use & {"qa", "summary"}) or not pair_queries
+    # Without a parsed field the facet retriever has no query of its own; it reads the question
+    # only when no other retriever does (the question against "field: value" strings finds
+    # nodes by their generic fields, and would crowd the fused ranking).
+    facet_on_question = not pair_queries and not use & {"qa", "summary"}
+    need_question = bool(use & {"qa", "summary"}) or facet_on_question
     vectors = embed(([question] if need_question else []) + pair_queries)
     out.embed_s = time.perf_counter() - started
 
@@ -250,15 +269,17 @@ def retrieve(
     k = {"facet": config.k_facet, "qa": config.k_qa, "summary": config.k_summary}
     wants: list[dict[str, int]] = []
     if need_question:
-        kinds = use & {"qa", "summary"} | ({"facet"} if not pair_queries else set())
+        kinds = use & {"qa", "summary"} | ({"facet"} if facet_on_question else set())
         wants.append({kind: k[kind] for kind in kinds & use})
     wants += [{"facet": config.k_facet} for _ in pair_queries]
     found = _search_all_kinds(memory, vectors, wants, config.pool)
     question_hits = found[0] if need_question else {}
     pair_hits = [f["facet"] for f in found[1 if need_question else 0 :]]
 
+    facet_ranking: list[Ranked] = []
+    collapsed: list[list[Ranked]] = []
     if "facet" in use:
-        per_query = pair_hits if pair_queries else [question_hits.get("facet", [])]
+        per_query = pair_hits or [question_hits.get("facet", [])]
         totals: dict[str, float] = defaultdict(float)
         matched: dict[str, list[Hit]] = defaultdict(list)
         levels: dict[str, str] = {}
@@ -273,10 +294,13 @@ def retrieve(
             Ranked(nid, levels[nid], totals[nid] / n, [h.index for h in matched[nid]])
             for nid in totals
         ]
+        facet_ranking = ranked
         out.facet = _top(ranked, config.k_facet)
+    pool = [h for kind in ("qa", "summary") for h in question_hits.get(kind, [])]
+    by_kind: dict[str, list[Hit]] = defaultdict(list)
+    for hit in _fuse_lexical(question, pool, memory.nodes({h.node_id for h in pool})):
+        by_kind[hit.kind].append(hit)
     if "qa" in use:
-        qa_hits = question_hits.get("qa", [])
-        texts = memory.nodes({h.node_id for h in qa_hits})
         ranked = [
             Ranked(
                 nid,
@@ -285,15 +309,18 @@ def retrieve(
                 [h.index for h in items[: config.qa_per_node]],
                 [h.score for h in items[: config.qa_per_node]],
             )
-            for nid, items in _group_max(_fuse_lexical(question, qa_hits, texts)).items()
+            for nid, items in _group_max(by_kind["qa"]).items()
         ]
+        collapsed.append(ranked)
         out.qa = _top(ranked, config.k_qa)
     if "summary" in use:
         ranked = [
             Ranked(nid, items[0].level, items[0].score, [items[0].index])
-            for nid, items in _group_max(question_hits.get("summary", [])).items()
+            for nid, items in _group_max(by_kind["summary"]).items()
         ]
+        collapsed.append(ranked)
         out.summary = _top(ranked, config.k_summary)
+    out.fused = _fuse(collapsed, facet_ranking)
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
     out.nodes = memory.nodes(wanted)
     # A node removed between search and fetch is dropped from every list.
@@ -382,4 +409,4 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
             }
         )
     context = {"facets": facets, "qa": qa, "summaries": summaries}
-    return within_budget(context, fused_ranks(retrieved), config.context_tokens)
+    return within_budget(context, retrieved.fused, config.context_tokens)
