@@ -141,6 +141,19 @@ def _hinted_value(attribute: str, text: str) -> str | None:
     return " ".join(words[:8]).rstrip(" ,.") or "mentioned"
 
 
+def job_work_mode(text: str) -> str | None:
+    """The job's own arrangement, one value: the first mode the text states (a posting states
+    its arrangement before its benefits, other teams and the company's offices), read as hybrid
+    when that sentence names hybrid work or both remote and on-site work."""
+    found = lx.find_terms(lx.WORK_MODES, text, negatable=True)
+    if not found:
+        return None
+    name, offset = found[0]
+    sentence = lx.sentence_at(text, offset, len(text))
+    named = {n for n, _ in lx.find_terms(lx.WORK_MODES, sentence, negatable=True)}
+    return "hybrid" if "hybrid" in named or {"remote", "onsite"} <= named else name
+
+
 def facets(payload: Payload) -> Payload:
     project = payload["project"]
     pid = project["project_id"]
@@ -173,8 +186,9 @@ def facets(payload: Payload) -> Payload:
         # Flattened tables glue fields together ("Job Type: Full-timePay: …"); the work terms
         # are read with the glued words apart (not skills: "JavaScript" is no "Java").
         unglued = lx.unglued(text)
-        for name, _ in lx.find_terms(lx.WORK_MODES, unglued, negatable=True):
-            bag.add("work_mode", name, source)
+        mode = job_work_mode(unglued)
+        if mode and "work_mode" not in bag.fields():
+            bag.add("work_mode", mode, source)
         for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, unglued, negatable=True, prospects=False):
             if name == "internship" and "seniority" in bag.fields() and not from_titles:
                 continue
