@@ -324,3 +324,20 @@ def test_hh_internship_flag_labels_an_internship(tmp_path: Path) -> None:
 )
 def test_salary_phrasings(text: str, salary: str) -> None:
     assert _facets(_payload("p", "", [("d", "job_description", text)]))["salary"] == [salary]
+
+
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [
+        ("This is a full-time remote position. Benefits: gym in our downtown office.", "remote"),
+        ("This is a part-time on-site role. Some duties can be performed remotely.", "onsite"),
+        ("Schedule: 1 week on-site, 1 week remote. Our offices are in Austin.", "hybrid"),
+        ("Role Description This is a full-time hybrid role. Flexibility for remote work.", "hybrid"),
+        ("Формат работы: удалённо. Офис в Москве для встреч.", "remote"),
+    ],
+)
+def test_work_format_is_the_jobs_own_arrangement_one_value(text: str, mode: str) -> None:
+    """A posting states its arrangement first; later mentions (benefits, offices, flexibility)
+    are not the job's, and a sentence naming both ways of working is hybrid."""
+    facets = _facets(_payload("p", "Analyst", [("d", "job_description", text)]))
+    assert facets["work_mode"] == [mode]
