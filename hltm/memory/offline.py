@@ -5,10 +5,11 @@ pipeline, the counters and the stores cannot tell them apart. They are general: 
 structured fields (title, status, vacancies, recruiter actions) and from text patterns in English
 and Russian (a gazetteer, work-mode / employment / seniority keywords, a skills vocabulary,
 salaries, years of experience, languages, explicit `Field: value` lines, and any hinted attribute
-names); QA pairs and summaries are composed from those facets and from extracts of the node's
-own texts (its most salient sentences, each with its document id; an extract's question quotes
-them, since the question is what the QA retriever embeds); aggregation counts facet values
-across children and keeps those with enough support.
+names); QA pairs and summaries are composed from those facets and from the node's own texts (a
+summary quotes its most salient sentences, each with its document id; `passage_pairs`, which the
+build adds for every backend, gives each fact-bearing passage a pair whose question quotes it,
+since the question is what the QA retriever embeds); aggregation counts facet values across
+children and keeps those with enough support.
 
 Output is a pure function of the payload: every collection is sorted, no set is iterated in
 arbitrary order, no clock or randomness is read.

@@ -6,14 +6,21 @@ retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
 * **facet** — each parsed `field: value` pair is a small query (`"field: value"`, the same form
   the facets are embedded in); per node the `facet_per_node` nearest facets are averaged, then
   the node's score is averaged over the query's pairs (a node no pair reaches scores 0 for it);
-  the top `k_facet` nodes contribute their facets of the asked fields.
-* **qa** — the question against the nodes' prepared questions; node score = max cosine; the top
-  `k_qa` nodes contribute their best-matching question–answer pairs.
+  the top `k_facet` nodes contribute their facets of the asked fields. A question with no parsed
+  field gives it no query: it then reads the question only when it is the one retriever on.
+* **qa** — the question against the nodes' prepared questions (a leaf's include one per
+  fact-bearing passage of its own texts, citing the document); the top `k_qa` nodes contribute
+  their best-matching question–answer pairs.
 * **summary** — the question against the one-sentence summaries; the top `k_summary` nodes
   contribute their long summary paragraphs.
 
-The context is a combination of content kinds, not a trained ranker. Ablations switch retrievers
-off (`retrievers`) or restrict depths (`levels=("project",)`: leaf-only, no aggregation).
+QA and summary items are ranked in one pool (the question's nearest items of both kinds) by
+reciprocal-rank fusion of their cosine rank and their BM25 rank within the pool, so a rare name
+the question shares word for word counts beside meaning, and a node's score is its best item's.
+The context takes whole nodes in that fused order (plus the facet retriever's own rank) while
+their items fit `context_tokens` (o200k_base): the cut is by rank, never by a retriever's list
+position. Ablations switch retrievers off (`retrievers`) or restrict depths
+(`levels=("project",)`: leaf-only, no aggregation).
 
 Cost: the question and every pair are embedded in one batch and searched in ONE Chroma call
 filtered by the subtree only; hits are split by kind afterwards (exact: the m items of a kind
