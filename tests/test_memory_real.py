@@ -334,7 +334,10 @@ def test_salary_phrasings(text: str, salary: str) -> None:
         ("This is a full-time remote position. Benefits: gym in our downtown office.", "remote"),
         ("This is a part-time on-site role. Some duties can be performed remotely.", "onsite"),
         ("Schedule: 1 week on-site, 1 week remote. Our offices are in Austin.", "hybrid"),
-        ("Role Description This is a full-time hybrid role. Flexibility for remote work.", "hybrid"),
+        (
+            "Role Description This is a full-time hybrid role. Flexibility for remote work.",
+            "hybrid",
+        ),
         ("Формат работы: удалённо. Офис в Москве для встреч.", "remote"),
     ],
 )
