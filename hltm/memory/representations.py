@@ -203,11 +203,12 @@ def build_project(
         source_required=True,
     )
     # The leaf's own passages, each a pair citing its document, for every backend and uncapped:
-    # the QA retriever finds the session of any fact said in it.
+    # the QA retriever finds the session of any fact said in it. They are not the model's items,
+    # so they are not counted in its drops (a node whose answers were all dropped stays flagged).
     pairs += _clean_qa(
         [(p["question"], p["answer"], p["rationale"], p["source"], [p["source"]])
          for p in passage_pairs(inputs)],
-        known, known, tally, None, source_required=True,
+        known, known, _Tally(), None, source_required=True,
     )  # fmt: skip
     node = MemoryNode(
         placement,
