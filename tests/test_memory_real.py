@@ -123,9 +123,10 @@ def test_russian_salary_range_is_structured() -> None:
 def test_qa_and_summary_carry_the_sessions_own_content() -> None:
     payload = _session()
     payload["facets"] = offline.facets(payload)["facets"]
-    pairs = QA.output_model.model_validate(offline.qa(payload)).pairs
+    stored = offline.qa(payload)["pairs"] + offline.passage_pairs(payload)
+    pairs = QA.output_model.model_validate({"pairs": stored}).pairs
     doc_ids = {d["document_id"] for d in payload["documents"]}
-    assert 3 <= len(pairs) <= 10
+    assert len(pairs) >= 3
     assert {p.source for p in pairs} <= doc_ids | {"conv-26-s01"}  # turns, or the session record
     assert all("role" not in p.question for p in pairs)  # no recruiting template
     said = " ".join(p.answer for p in pairs)
@@ -141,27 +142,34 @@ def test_qa_and_summary_carry_the_sessions_own_content() -> None:
     assert "support" in out.summary_short and "8 May, 2023" in out.summary_short
 
 
-def test_every_turn_is_findable_by_a_question_that_quotes_it() -> None:
-    """The QA retriever embeds the questions: each turn's most salient sentence is quoted in one,
-    so a question about any fact of the session finds the session (LoCoMo conv-26 D1:1–D1:10)."""
+def test_every_fact_bearing_turn_has_a_pair_that_quotes_it_after_the_turn_before() -> None:
+    """The QA retriever embeds the questions: every turn that bears a fact gets a pair citing it,
+    asked by a question that quotes it after the passage before it (an answer follows its
+    question); a bare "Thanks!" bears none; a long document is cut into passages."""
     payload = _session()
-    payload["facets"] = offline.facets(payload)["facets"]
-    questions = " ".join(p["question"] for p in offline.qa(payload)["pairs"])
+    pairs = offline.passage_pairs(payload)
+    questions = " ".join(p["question"] for p in pairs)
     for phrase in ("LGBTQ support group yesterday", "swamped with the kids", "career options"):
         assert phrase in questions
-    about = " ".join(re.findall(r"say about (.*?): “", questions)).split()
-    assert about and not {"I'm", "I'm,", "Caroline", "Caroline,", "Melanie,"} & set(about)
-    # A long chat gets one extract per two turns, more than the few-document room.
-    longer = _payload("p", "chat", [(f"t{i}", "chat", f"A: line {i} about topic{i}.")
-                                    for i in range(30)])  # fmt: skip
-    assert offline.extract_count(longer, 4) == 15
-    assert offline.extract_count(_payload("p", "x", [("d", "notes", "text")] * 3), 4) == 4
+    chat = _payload("p", "chat", [
+        ("t1", "chat", "Ana: I adopted a greyhound called Pixel last week."),
+        ("t2", "chat", "Ben: Thanks!"),
+        ("t3", "chat", "Ben: Where did you find her?"),
+        ("t4", "chat", "Ana: At the shelter in Porto."),
+        ("t5", "notes", " ".join(f"Fact number {i} concerns topic{i}." for i in range(10))),
+    ])  # fmt: skip
+    pairs = offline.passage_pairs(chat)
+    assert [p["source"] for p in pairs] == ["t1", "t3", "t4", "t5", "t5", "t5"]
+    by_source = {p["source"]: p for p in pairs}
+    assert "Where did you find her?" in by_source["t4"]["question"]
+    assert by_source["t4"]["answer"] == "Ana: At the shelter in Porto."
+    assert "Pixel" in pairs[0]["question"] and "Thanks" not in questions
 
 
 def test_composer_answers_with_the_best_supporting_span() -> None:
     payload = _session()
     payload["facets"] = offline.facets(payload)["facets"]
-    pairs = offline.qa(payload)["pairs"]
+    pairs = offline.qa(payload)["pairs"] + offline.passage_pairs(payload)
     context = {
         "question": "When did Caroline go to the LGBTQ support group?",
         "intent": "lookup",
@@ -189,7 +197,9 @@ def test_composer_answers_with_the_best_supporting_span() -> None:
         ],  # fmt: skip
     }
     out = answer(context)
-    assert "LGBTQ support group" in out["answer"] and "8 May, 2023" in out["answer"]
+    # "yesterday", said in the session of 8 May 2023 (LoCoMo's gold answer: 7 May 2023)
+    assert out["answer"] == "7 May 2023"
+    assert "LGBTQ support group" in out["rationale"] and "conv-26-s01-t003" in out["rationale"]
     assert out["citation"] == ["project:conv-26-s01"]
 
 
@@ -316,3 +326,23 @@ def test_hh_internship_flag_labels_an_internship(tmp_path: Path) -> None:
 )
 def test_salary_phrasings(text: str, salary: str) -> None:
     assert _facets(_payload("p", "", [("d", "job_description", text)]))["salary"] == [salary]
+
+
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [
+        ("This is a full-time remote position. Benefits: gym in our downtown office.", "remote"),
+        ("This is a part-time on-site role. Some duties can be performed remotely.", "onsite"),
+        ("Schedule: 1 week on-site, 1 week remote. Our offices are in Austin.", "hybrid"),
+        (
+            "Role Description This is a full-time hybrid role. Flexibility for remote work.",
+            "hybrid",
+        ),
+        ("Формат работы: удалённо. Офис в Москве для встреч.", "remote"),
+    ],
+)
+def test_work_format_is_the_jobs_own_arrangement_one_value(text: str, mode: str) -> None:
+    """A posting states its arrangement first; later mentions (benefits, offices, flexibility)
+    are not the job's, and a sentence naming both ways of working is hybrid."""
+    facets = _facets(_payload("p", "Analyst", [("d", "job_description", text)]))
+    assert facets["work_mode"] == [mode]

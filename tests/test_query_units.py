@@ -272,3 +272,65 @@ def test_query_vectors_are_memoised_least_recently_used_first(tmp_path):  # type
     assert embedder.stats.queries == 3
     embed(["location: Berlin"])
     assert embedder.stats.queries == 4
+
+
+def _view(node_id: str, questions: list[str], summary: str = "") -> object:
+    from hltm.query.snapshot import NodeView
+
+    qa = [
+        {"question": q, "answer": q, "source": f"{node_id}-d{i}"} for i, q in enumerate(questions)
+    ]
+    return NodeView(node_id, "project", "c", "s", node_id, node_id, "v1", [], qa, summary, summary)
+
+
+def test_the_pool_is_fused_by_cosine_and_word_rank_over_every_kind():
+    """A passage sharing the question's rare name climbs above one e5 ranks a little higher;
+    a summary and a QA pair compete in the one collapsed pool; hits of nodes the scope did not
+    return (absent from `nodes`) are never scored."""
+    from hltm.query.boundary import Hit
+    from hltm.query.retrieve import _fuse_lexical
+
+    nodes = {
+        "project:a": _view("project:a", ["We talked about the weather and the kids."]),
+        "project:b": _view(
+            "project:b",
+            ["Pixel the greyhound came home from the shelter."],
+            "A session about adopting a dog.",
+        ),  # fmt: skip
+    }
+    hits = [
+        Hit("project:a", "project", "qa", 0, 0.84),
+        Hit("project:b", "project", "summary", 0, 0.83),
+        Hit("project:b", "project", "qa", 0, 0.82),
+        Hit("project:zz", "project", "qa", 0, 0.99),  # not in the scope's nodes
+    ]
+    fused = _fuse_lexical("Where did Pixel the greyhound come from?", hits, nodes)
+    assert [(h.node_id, h.kind) for h in fused][0] == ("project:b", "qa")
+    assert {h.node_id for h in fused} == {"project:a", "project:b"}
+    assert len(fused) == 3 and fused[0].score > fused[1].score
+
+
+def test_the_context_keeps_whole_nodes_by_fused_rank_within_its_token_budget():
+    import json
+
+    from hltm.query.retrieve import within_budget
+    from hltm.tokens import count_tokens
+
+    def item(node: str, words: int) -> dict[str, str]:
+        return {"node_id": node, "question": "word " * words, "answer": ""}
+
+    context = {"qa": [item("n1", 100), item("n2", 100), item("n1", 100), item("n3", 10)],
+               "summaries": [], "facets": []}  # fmt: skip
+    fused = {"n1": 0.03, "n2": 0.02, "n3": 0.01}
+
+    def cost(node: str, words: int) -> int:
+        return count_tokens(json.dumps(item(node, words), ensure_ascii=False, indent=1))
+
+    one, small = cost("n1", 100), cost("n3", 10)
+
+    def kept(budget: int) -> list[str]:
+        return [i["node_id"] for i in within_budget(context, fused, budget)["qa"]]
+
+    assert kept(3 * one + small) == ["n1", "n2", "n1", "n3"]
+    assert kept(2 * one + small) == ["n1", "n1"]  # n3 would fit, but the cut is by rank
+    assert kept(1) == ["n1", "n1"]  # the best node always stays

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict
 Level = Literal["project", "seat", "contract"]
 LEVELS: tuple[Level, ...] = ("project", "seat", "contract")
 CHILD_LEVEL: dict[str, str] = {"seat": "project", "contract": "seat"}
-# QA pairs a node keeps (the prompt asks a project for 5–10): the validator cuts a longer answer,
-# and the offline extractor writes no more.
+# QA pairs a node keeps from the model (the prompt asks a project for 5–10): the validator cuts a
+# longer answer. A project's passage pairs (one per fact-bearing passage of its texts) come on top.
 MAX_PROJECT_QA = 10
 MAX_PARENT_QA = 10
 

@@ -5,10 +5,11 @@ pipeline, the counters and the stores cannot tell them apart. They are general: 
 structured fields (title, status, vacancies, recruiter actions) and from text patterns in English
 and Russian (a gazetteer, work-mode / employment / seniority keywords, a skills vocabulary,
 salaries, years of experience, languages, explicit `Field: value` lines, and any hinted attribute
-names); QA pairs and summaries are composed from those facets and from extracts of the node's
-own texts (its most salient sentences, each with its document id; an extract's question quotes
-them, since the question is what the QA retriever embeds); aggregation counts facet values
-across children and keeps those with enough support.
+names); QA pairs and summaries are composed from those facets and from the node's own texts (a
+summary quotes its most salient sentences, each with its document id; `passage_pairs`, which the
+build adds for every backend, gives each fact-bearing passage a pair whose question quotes it,
+since the question is what the QA retriever embeds); aggregation counts facet values across
+children and keeps those with enough support.
 
 Output is a pure function of the payload: every collection is sorted, no set is iterated in
 arbitrary order, no clock or randomness is read.
@@ -22,9 +23,9 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from hltm.memory import lexicon as lx
-from hltm.memory.models import MAX_PARENT_QA, MAX_PROJECT_QA
+from hltm.memory.models import MAX_PARENT_QA
 from hltm.memory.places import primary_places
-from hltm.memory.salience import Salience, Unit, segments, units
+from hltm.memory.salience import Salience, Unit, units
 
 Payload = dict[str, Any]
 
@@ -32,13 +33,11 @@ FIELD_ORDER = tuple(lx.FIELD_PHRASES)
 FIELD_PHRASE = lx.FIELD_PHRASES
 _MAX_VALUES_IN_ANSWER = 8
 _MAX_FACET_QA = 6  # the rest of a project's pairs are extracts of its own texts
-_DOCUMENTS_PER_EXTRACT = 2  # a project of many short documents (chat turns) gets one extract
-_MAX_EXTRACTS = 16  # pair per this many documents, up to this many, so each turn is findable
+_PASSAGE_SENTENCES = 4  # sentences of a long document one passage pair holds
 _QUOTE_CHARS = 160  # of each sentence an extract's question quotes
 _DOCUMENT_LINES = 6  # up to this many documents, the summary quotes each one's best sentence
 _KEY_POINTS = 10  # otherwise the node's most salient sentences
 _SHORT_TERMS = 8  # salient terms the one-sentence summary names
-_QUESTION_TERMS = 6  # salient terms an extract's question names
 _MIN_QA = 5
 
 
@@ -143,6 +142,19 @@ def _hinted_value(attribute: str, text: str) -> str | None:
     return " ".join(words[:8]).rstrip(" ,.") or "mentioned"
 
 
+def job_work_mode(text: str) -> str | None:
+    """The job's own arrangement, one value: the first mode the text states (a posting states
+    its arrangement before its benefits, other teams and the company's offices), read as hybrid
+    when that sentence names hybrid work or both remote and on-site work."""
+    found = lx.find_terms(lx.WORK_MODES, text, negatable=True)
+    if not found:
+        return None
+    name, offset = found[0]
+    sentence = lx.sentence_at(text, offset, len(text))
+    named = {n for n, _ in lx.find_terms(lx.WORK_MODES, sentence, negatable=True)}
+    return "hybrid" if "hybrid" in named or {"remote", "onsite"} <= named else name
+
+
 def facets(payload: Payload) -> Payload:
     project = payload["project"]
     pid = project["project_id"]
@@ -175,8 +187,9 @@ def facets(payload: Payload) -> Payload:
         # Flattened tables glue fields together ("Job Type: Full-timePay: …"); the work terms
         # are read with the glued words apart (not skills: "JavaScript" is no "Java").
         unglued = lx.unglued(text)
-        for name, _ in lx.find_terms(lx.WORK_MODES, unglued, negatable=True):
-            bag.add("work_mode", name, source)
+        mode = job_work_mode(unglued)
+        if mode and "work_mode" not in bag.fields():
+            bag.add("work_mode", mode, source)
         for name, _ in lx.find_terms(lx.EMPLOYMENT_TYPES, unglued, negatable=True, prospects=False):
             if name == "internship" and "seniority" in bag.fields() and not from_titles:
                 continue
@@ -284,47 +297,49 @@ def _listing(words: list[str]) -> str:
     return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
 
 
-def extract_count(payload: Payload, room: int) -> int:
-    """Extract pairs for a project: the `room` its facet pairs leave, or one per run of
-    `_DOCUMENTS_PER_EXTRACT` documents when it has more documents than that (a long chat)."""
-    documents = len(payload.get("documents", [])) + len(payload.get("vacancies", []))
-    return max(room, min(_MAX_EXTRACTS, math.ceil(documents / _DOCUMENTS_PER_EXTRACT)))
-
-
 def _quote(units_: list[Unit]) -> str:
     cut = [u.text if len(u.text) <= _QUOTE_CHARS else u.text[:_QUOTE_CHARS].rstrip() + "…"
            for u in units_]  # fmt: skip
     return " ".join(cut)
 
 
-def content_pairs(payload: Payload, count: int) -> list[dict[str, str]]:
-    """Up to `count` QA pairs that extract the project's own texts: its documents cut into runs,
-    each answered with its most salient sentences and asked about by its most salient terms and
-    those sentences' words (the question is what the QA retriever embeds, so a question about
-    any fact of the run finds it)."""
+def _passages(items: list[Unit]) -> list[list[Unit]]:
+    """The project's texts as passages: each document, a long one cut into runs of
+    `_PASSAGE_SENTENCES` sentences."""
+    out: list[list[Unit]] = []
+    for source in dict.fromkeys(u.source for u in items):
+        sentences = [u for u in items if u.source == source]
+        for start in range(0, len(sentences), _PASSAGE_SENTENCES):
+            out.append(sentences[start : start + _PASSAGE_SENTENCES])
+    return out
+
+
+def passage_pairs(payload: Payload) -> list[dict[str, str]]:
+    """One QA pair per fact-bearing passage of the project's own texts (a passage that names a
+    salient term; a bare "Thanks!" bears none), whatever the backend: answered with the passage
+    as said, citing its document, and asked by a question that quotes the passage after the one
+    before it. The question is what the QA retriever embeds; a chat turn rarely stands alone (an
+    answer follows its question), so the preceding passage rides along as context."""
     items, salience, kinds = _content(payload)
+    passages = _passages(items)
     pairs = []
-    for part in segments(items, count):
-        about = salience.top_terms(part, _QUESTION_TERMS)
-        best = salience.best(part, 2)
-        if not about or not best:
+    for i, part in enumerate(passages):
+        if not salience.top_terms(part, 1):
             continue
-        top = min(best, key=lambda u: (-salience.of_sentence(u.text), u.position))
-        who = list(dict.fromkeys(u.speaker for u in part if u.speaker))
-        if who:
-            question = f"What did {_listing(who)} say about {_listing(about)}"
-        else:
-            question = f"What is said in the {kinds.get(top.source, 'document')} about " + _listing(
-                about
-            )
+        window = (passages[i - 1] if i else []) + part
+        who = list(dict.fromkeys(u.speaker for u in window if u.speaker))
+        source = part[0].source
+        lead = (
+            f"What did {_listing(who)} say"
+            if who
+            else f"What is said in the {kinds.get(source, 'document')}"
+        )
         pairs.append(
             {
-                "question": f"{question}: “{_quote(best)}”?",
-                "answer": " ".join(_said(u) for u in best),
-                "rationale": "Extracted from "
-                + ", ".join(dict.fromkeys(u.source for u in best))
-                + ".",
-                "source": top.source,
+                "question": f"{lead}: “{_quote(window)}”?",
+                "answer": " ".join(_said(u) for u in part),
+                "rationale": f"Quoted from {source}.",
+                "source": source,
             }
         )
     return pairs
@@ -392,10 +407,6 @@ def qa(payload: Payload) -> Payload:
         template = PROJECT_QUESTIONS.get(field, _GENERIC_PROJECT_QUESTION)
         add(template.format(title=title, phrase=_phrase(field)), grouped[field])
 
-    for pair in content_pairs(payload, extract_count(payload, MAX_PROJECT_QA - len(pairs))):
-        if pair["question"] not in asked:
-            asked.add(pair["question"])
-            pairs.append(pair)
     counts = payload.get("actions", {}).get("counts", {})
     if len(pairs) < _MIN_QA and counts:
         summary = ", ".join(f"{counts[k]} {k}" for k in sorted(counts))

@@ -26,7 +26,7 @@ from hltm.memory.models import (
     QAOutput,
     SummaryOutput,
 )
-from hltm.memory.offline import required_support
+from hltm.memory.offline import passage_pairs, required_support
 from hltm.memory.store import Drops
 
 
@@ -122,10 +122,11 @@ def _clean_qa(
     known_sources: set[str],
     known_support: set[str],
     tally: _Tally,
-    limit: int,
+    limit: int | None,
     source_required: bool,
 ) -> tuple[QA, ...]:
-    """Unique questions whose source (and support) ids are known; the rest dropped, counted."""
+    """Unique questions whose source (and support) ids are known, at most `limit` (None: all);
+    the rest dropped, counted."""
     kept: list[QA] = []
     seen: set[str] = set()
     for question, answer, rationale, source, support in pairs:
@@ -141,8 +142,9 @@ def _clean_qa(
             continue
         seen.add(text)
         kept.append(QA(text, answer.strip(), rationale.strip(), source, good_support))
-    tally.kept += min(len(kept), limit)
-    return tuple(kept[:limit])
+    kept = kept[:limit]
+    tally.kept += len(kept)
+    return tuple(kept)
 
 
 def build_project(
@@ -200,6 +202,14 @@ def build_project(
         MAX_PROJECT_QA,
         source_required=True,
     )
+    # The leaf's own passages, each a pair citing its document, for every backend and uncapped:
+    # the QA retriever finds the session of any fact said in it. They are not the model's items,
+    # so they are not counted in its drops (a node whose answers were all dropped stays flagged).
+    pairs += _clean_qa(
+        [(p["question"], p["answer"], p["rationale"], p["source"], [p["source"]])
+         for p in passage_pairs(inputs)],
+        known, known, _Tally(), None, source_required=True,
+    )  # fmt: skip
     node = MemoryNode(
         placement,
         version,

@@ -137,19 +137,3 @@ class Salience:
         """The k most salient units, returned in their original order."""
         ranked = sorted(items, key=lambda u: (-self.of_sentence(u.text), u.position))[:k]
         return sorted(ranked, key=lambda u: u.position)
-
-
-def segments(items: list[Unit], count: int) -> list[list[Unit]]:
-    """`items` cut into at most `count` runs of consecutive sources, as even as possible."""
-    sources = list(dict.fromkeys(u.source for u in items))
-    if not sources or count <= 0:
-        return []
-    count = min(count, len(sources))
-    size = len(sources) / count
-    out: list[list[Unit]] = []
-    for i in range(count):
-        wanted = set(sources[round(i * size) : round((i + 1) * size)])
-        part = [u for u in items if u.source in wanted]
-        if part:
-            out.append(part)
-    return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from hltm.embeddings import similarities
@@ -296,6 +297,42 @@ def _find_projects(payload: Payload, pairs: list[dict[str, str]]) -> Payload:
 
 _WHEN = re.compile(r"^\s*(?:when|what (?:year|month|day|date|time)|how long ago|когда)\b", re.I)
 _TAG = re.compile(r"^\[[^\]]+\]\s*")
+_DATE = re.compile(r"\b(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b")
+_RELATIVE = re.compile(
+    r"\b(yesterday|last (?:week|weekend|month|year)|(?:this|next) month)\b", re.I
+)
+
+
+def _dated(label: str) -> date | None:
+    """The date a node's label names (a session titled with its date), if any."""
+    match = _DATE.search(label)
+    if not match:
+        return None
+    try:
+        return datetime.strptime(" ".join(match.groups()), "%d %B %Y").date()
+    except ValueError:
+        return None
+
+
+def when_said(sentence: str, label: str) -> str | None:
+    """The time a sentence speaks of, resolved against its node's date: "yesterday" in a session
+    of 8 May 2023 is 7 May 2023, "last year" 2022; a sentence naming no time, the date itself."""
+    day = _dated(label)
+    if day is None:
+        return None
+    match = _RELATIVE.search(sentence)
+    said = match.group(1).casefold() if match else ""
+    if said == "yesterday":
+        return f"{day - timedelta(days=1):%-d %B %Y}"
+    if said == "last year":
+        return str(day.year - 1)
+    if said.endswith("month"):
+        step = {"last": -1, "this": 0, "next": 1}[said.split()[0]]
+        month = (day.year * 12 + day.month - 1) + step
+        return f"{date(month // 12, month % 12 + 1, 1):%B %Y}"
+    if said:
+        return f"the {said.split()[1]} before {day:%-d %B %Y}"
+    return f"{day:%-d %B %Y}"
 
 
 def _spans(payload: Payload) -> list[tuple[str, str, float, int]]:
@@ -362,6 +399,14 @@ def supporting_spans(payload: Payload, question: str) -> list[tuple[str, str, fl
     return out
 
 
+def _document_of(payload: Payload, node_id: str, sentence: str) -> str:
+    """The source document of the prepared answer that holds `sentence`, if one does."""
+    for item in payload.get("qa", []):
+        if item["node_id"] == node_id and sentence in item.get("answer", ""):
+            return str(item.get("source") or "")
+    return ""
+
+
 def _lookup(payload: Payload) -> Payload:
     """The best supporting sentence of the context, citing the nodes that hold support."""
     question = str(payload.get("question") or "")
@@ -370,13 +415,18 @@ def _lookup(payload: Payload) -> Payload:
         sentence, node_id, _ = found[0]
         answer = sentence
         if _WHEN.search(question):  # the time lives in the node's label (a session's date)
-            answer += f" ({_label(payload, node_id)})"
+            answer = when_said(sentence, _label(payload, node_id)) or (
+                f"{sentence} ({_label(payload, node_id)})"
+            )
+        source = _document_of(payload, node_id, sentence)
         also = [n for _, n, _ in found[1:]]
         return {
             "answer": answer,
             "citation": [n for _, n, _ in found],
-            "rationale": f"The context sentence closest to the question in meaning and terms, from"
-            f" {node_id}" + (f"; as close in {', '.join(also)}." if also else "."),
+            "rationale": f"“{sentence}”: the context sentence closest to the question in meaning"
+            f" and terms, from {node_id}"
+            + (f", document {source}" if source else "")
+            + (f"; as close in {', '.join(also)}." if also else "."),
         }
     qa = payload.get("qa", [])
     if qa:

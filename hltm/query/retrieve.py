@@ -6,14 +6,21 @@ retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
 * **facet** — each parsed `field: value` pair is a small query (`"field: value"`, the same form
   the facets are embedded in); per node the `facet_per_node` nearest facets are averaged, then
   the node's score is averaged over the query's pairs (a node no pair reaches scores 0 for it);
-  the top `k_facet` nodes contribute their facets of the asked fields.
-* **qa** — the question against the nodes' prepared questions; node score = max cosine; the top
-  `k_qa` nodes contribute their best-matching question–answer pairs.
+  the top `k_facet` nodes contribute their facets of the asked fields. A question with no parsed
+  field gives it no query: it then reads the question only when it is the one retriever on.
+* **qa** — the question against the nodes' prepared questions (a leaf's include one per
+  fact-bearing passage of its own texts, citing the document); the top `k_qa` nodes contribute
+  their best-matching question–answer pairs.
 * **summary** — the question against the one-sentence summaries; the top `k_summary` nodes
   contribute their long summary paragraphs.
 
-The context is a combination of content kinds, not a trained ranker. Ablations switch retrievers
-off (`retrievers`) or restrict depths (`levels=("project",)`: leaf-only, no aggregation).
+QA and summary items are ranked in one pool (the question's nearest items of both kinds) by
+reciprocal-rank fusion of their cosine rank and their BM25 rank within the pool, so a rare name
+the question shares word for word counts beside meaning, and a node's score is its best item's.
+The context takes whole nodes in that fused order (plus the facet retriever's own rank) while
+their items fit `context_tokens` (o200k_base): the cut is by rank, never by a retriever's list
+position. Ablations switch retrievers off (`retrievers`) or restrict depths
+(`levels=("project",)`: leaf-only, no aggregation).
 
 Cost: the question and every pair are embedded in one batch and searched in ONE Chroma call
 filtered by the subtree only; hits are split by kind afterwards (exact: the m items of a kind
@@ -23,25 +30,33 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import bm25s
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder
+from hltm.memory.salience import terms
 from hltm.query.boundary import Hit, NodeView, ScopedMemory
+from hltm.tokens import count_tokens
 
 RETRIEVERS = ("facet", "qa", "summary")
+# bm25s logs every index it builds at DEBUG; one is built per query.
+logging.getLogger("bm25s").setLevel(logging.INFO)
 
 
 @dataclass(frozen=True)
 class RetrievalConfig:
     k_facet: int = 5
-    k_qa: int = 5
+    k_qa: int = 8
     k_summary: int = 3
+    context_tokens: int = 2400  # what the answer context may hold (o200k_base), cut by fused rank
     facet_per_node: int = 2  # nearest facets averaged per node and query pair
     qa_per_node: int = 2  # QA pairs a QA-hit node brings
     pool: int = 80  # nearest items (all kinds) fetched per query vector before grouping
@@ -60,6 +75,7 @@ class RetrievalConfig:
             "k_qa": self.k_qa,
             "k_summary": self.k_summary,
             "facet_per_node": self.facet_per_node,
+            "context_tokens": self.context_tokens,
             "retrievers": list(self.retrievers),
             "levels": list(self.levels) if self.levels else "all",
         }
@@ -81,6 +97,7 @@ class Retrieved:
     summary: list[Ranked] = field(default_factory=list)
     nodes: dict[str, NodeView] = field(default_factory=dict)
     pairs: list[dict[str, str]] = field(default_factory=list)
+    fused: dict[str, float] = field(default_factory=dict)  # node id → reciprocal-rank fusion
     embed_s: float = 0.0
     search_s: float = 0.0
 
@@ -158,6 +175,56 @@ def _nodes(hits: list[Hit]) -> int:
     return len({h.node_id for h in hits})
 
 
+RRF_K = 60  # reciprocal-rank fusion's damping constant (Cormack et al. 2009)
+
+
+def _item_text(node: NodeView, hit: Hit) -> str | None:
+    """The string a vector item embeds (None for an index the node version lacks)."""
+    if hit.kind == "qa":
+        return node.qa[hit.index]["question"] if hit.index < len(node.qa) else None
+    if hit.kind == "facet":
+        if hit.index >= len(node.facets):
+            return None
+        return f"{node.facets[hit.index]['field']}: {node.facets[hit.index]['value']}"
+    return node.summary_short
+
+
+def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) -> list[Hit]:
+    """The question's pool of items of every kind (the collapsed tree), re-scored by
+    reciprocal-rank fusion of their cosine rank and their BM25 rank among the pool, best first:
+    e5 misses a rare name or number a question shares word for word with a passage. Only the
+    scope's own hits are read, so the lexical side adds no reach beyond the subtree."""
+    texts = [
+        (h, t) for h in sorted(hits, key=lambda h: -h.score)
+        if h.node_id in nodes and (t := _item_text(nodes[h.node_id], h)) is not None
+    ]  # fmt: skip
+    if not texts:
+        return []
+    fused = [1.0 / (RRF_K + rank) for rank in range(len(texts))]
+    wanted = terms(question)
+    if wanted:
+        index = bm25s.BM25()
+        index.index([terms(text) or [""] for _, text in texts], show_progress=False)
+        order, scores = index.retrieve([wanted], k=len(texts), show_progress=False)
+        for rank, (i, score) in enumerate(zip(order[0], scores[0], strict=True)):
+            if score > 0:
+                fused[int(i)] += 1.0 / (RRF_K + rank)
+    ranked = sorted(range(len(texts)), key=lambda i: (-fused[i], i))
+    return [replace(texts[i][0], score=fused[i]) for i in ranked]
+
+
+def _fuse(collapsed: list[list[Ranked]], facet: list[Ranked]) -> dict[str, float]:
+    """Each node's place in the context: its best item of the collapsed pool (already a fused
+    rank), plus the reciprocal rank the facet retriever's own queries (the parsed pairs) give it."""
+    fused: dict[str, float] = defaultdict(float)
+    for ranking in collapsed:
+        for ranked in ranking:
+            fused[ranked.node_id] = max(fused[ranked.node_id], ranked.score)
+    for rank, ranked in enumerate(_top(facet, len(facet))):
+        fused[ranked.node_id] += 1.0 / (RRF_K + rank)
+    return dict(fused)
+
+
 def _search_all_kinds(
     memory: ScopedMemory, vectors: np.ndarray, wants: list[dict[str, int]], n: int
 ) -> list[dict[str, list[Hit]]]:
@@ -197,7 +264,11 @@ def retrieve(
     use = set(config.retrievers)
     pair_queries = [pair_text(p) for p in pairs if p.get("field")] if "facet" in use else []
     started = time.perf_counter()
-    need_question = bool(use & {"qa", "summary"}) or not pair_queries
+    # Without a parsed field the facet retriever has no query of its own; it reads the question
+    # only when no other retriever does (the question against "field: value" strings finds
+    # nodes by their generic fields, and would crowd the fused ranking).
+    facet_on_question = not pair_queries and not use & {"qa", "summary"}
+    need_question = bool(use & {"qa", "summary"}) or facet_on_question
     vectors = embed(([question] if need_question else []) + pair_queries)
     out.embed_s = time.perf_counter() - started
 
@@ -205,15 +276,17 @@ def retrieve(
     k = {"facet": config.k_facet, "qa": config.k_qa, "summary": config.k_summary}
     wants: list[dict[str, int]] = []
     if need_question:
-        kinds = use & {"qa", "summary"} | ({"facet"} if not pair_queries else set())
+        kinds = use & {"qa", "summary"} | ({"facet"} if facet_on_question else set())
         wants.append({kind: k[kind] for kind in kinds & use})
     wants += [{"facet": config.k_facet} for _ in pair_queries]
     found = _search_all_kinds(memory, vectors, wants, config.pool)
     question_hits = found[0] if need_question else {}
     pair_hits = [f["facet"] for f in found[1 if need_question else 0 :]]
 
+    facet_ranking: list[Ranked] = []
+    collapsed: list[list[Ranked]] = []
     if "facet" in use:
-        per_query = pair_hits if pair_queries else [question_hits.get("facet", [])]
+        per_query = pair_hits or [question_hits.get("facet", [])]
         totals: dict[str, float] = defaultdict(float)
         matched: dict[str, list[Hit]] = defaultdict(list)
         levels: dict[str, str] = {}
@@ -228,7 +301,12 @@ def retrieve(
             Ranked(nid, levels[nid], totals[nid] / n, [h.index for h in matched[nid]])
             for nid in totals
         ]
+        facet_ranking = ranked
         out.facet = _top(ranked, config.k_facet)
+    pool = [h for kind in ("qa", "summary") for h in question_hits.get(kind, [])]
+    by_kind: dict[str, list[Hit]] = defaultdict(list)
+    for hit in _fuse_lexical(question, pool, memory.nodes({h.node_id for h in pool})):
+        by_kind[hit.kind].append(hit)
     if "qa" in use:
         ranked = [
             Ranked(
@@ -238,15 +316,18 @@ def retrieve(
                 [h.index for h in items[: config.qa_per_node]],
                 [h.score for h in items[: config.qa_per_node]],
             )
-            for nid, items in _group_max(question_hits.get("qa", [])).items()
+            for nid, items in _group_max(by_kind["qa"]).items()
         ]
+        collapsed.append(ranked)
         out.qa = _top(ranked, config.k_qa)
     if "summary" in use:
         ranked = [
             Ranked(nid, items[0].level, items[0].score, [items[0].index])
-            for nid, items in _group_max(question_hits.get("summary", [])).items()
+            for nid, items in _group_max(by_kind["summary"]).items()
         ]
+        collapsed.append(ranked)
         out.summary = _top(ranked, config.k_summary)
+    out.fused = _fuse(collapsed, facet_ranking)
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
     out.nodes = memory.nodes(wanted)
     # A node removed between search and fetch is dropped from every list.
@@ -262,8 +343,28 @@ def _support(node: NodeView, facet: dict[str, Any]) -> int:
     return len(facet.get("support") or []) if node.level != "project" else 0
 
 
+def within_budget(
+    context: dict[str, list[dict]], fused: dict[str, float], budget: int
+) -> dict[str, list[dict]]:
+    """The context cut to whole nodes, best fused rank first, while their items fit in `budget`
+    tokens (o200k_base, as the prompt serialises them); the best node always stays."""
+    cost: dict[str, int] = defaultdict(int)
+    for items in context.values():
+        for item in items:
+            cost[item["node_id"]] += count_tokens(json.dumps(item, ensure_ascii=False, indent=1))
+    kept: set[str] = set()
+    spent = 0
+    for node_id in sorted(cost, key=lambda n: (-fused.get(n, 0.0), n)):
+        if kept and spent + cost[node_id] > budget:
+            break
+        kept.add(node_id)
+        spent += cost[node_id]
+    return {kind: [i for i in items if i["node_id"] in kept] for kind, items in context.items()}
+
+
 def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, list[dict]]:
-    """The three result sets F_k(q), Q_k(q), S_k(q) as the answer step sees them."""
+    """The three result sets F_k(q), Q_k(q), S_k(q) as the answer step sees them, cut to the
+    context budget by fused rank."""
     fields = {p["field"] for p in retrieved.pairs if p.get("field")}
     facets: list[dict[str, Any]] = []
     for ranked in retrieved.facet:
@@ -314,4 +415,5 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
                 "summary": node.summary_long or node.summary_short,
             }
         )
-    return {"facets": facets, "qa": qa, "summaries": summaries}
+    context = {"facets": facets, "qa": qa, "summaries": summaries}
+    return within_budget(context, retrieved.fused, config.context_tokens)

@@ -34,10 +34,11 @@ import numpy as np
 
 from hltm.query.baselines import Baselines, RawCorpus, SystemAnswer
 from hltm.query.engine import QueryEngine
-from hltm.query.metrics import token_f1
+from hltm.query.metrics import bleu1, token_f1
 from hltm.query.scope import Identity
 from hltm.realdata import build_memory, ingest_rows, realdata_file, scratch_settings
 from hltm.settings import Settings
+from hltm.tokens import count_tokens
 
 LOCOMO_FILE = "locomo_dev.json"
 _EVIDENCE = re.compile(r"D(\d+):(\d+)")
@@ -117,6 +118,8 @@ def load(
 
 # ---- systems -----------------------------------------------------------------------------------
 
+CURVE_SESSIONS = (1, 2, 3, 5, 7, 10)
+
 
 @dataclass
 class Row:
@@ -124,7 +127,9 @@ class Row:
     retrieved: list[float] = field(default_factory=list)
     cited: list[float] = field(default_factory=list)
     f1: list[float] = field(default_factory=list)
+    bleu: list[float] = field(default_factory=list)
     sessions: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
     leaks: list[bool] = field(default_factory=list)
 
     @staticmethod
@@ -134,8 +139,9 @@ class Row:
     def as_dict(self) -> dict[str, float | None]:
         return {
             "retrieved_recall": self._mean(self.retrieved), "cited_recall": self._mean(self.cited),
-            "token_f1": self._mean(self.f1), "sessions_retrieved": self._mean(self.sessions),
-            "leakage": self._mean(self.leaks),
+            "token_f1": self._mean(self.f1), "bleu1": self._mean(self.bleu),
+            "sessions_retrieved": self._mean(self.sessions),
+            "tokens": self._mean(self.tokens), "leakage": self._mean(self.leaks),
         }  # fmt: skip
 
 
@@ -157,19 +163,41 @@ def _hltm(engine: QueryEngine) -> Callable[[Identity, str], SystemAnswer]:
     return run
 
 
+@dataclass(frozen=True)
+class SessionRanking:
+    """A plain vector search's sessions, best first (by their best turn), and the tokens of the
+    turns it reads down its ranking until each new session appears."""
+
+    sessions: list[str]
+    tokens: list[int]  # tokens[i]: turns read to reach i + 1 sessions
+
+    def top(self, n: int) -> tuple[list[str], int]:
+        """The first `n` sessions and the tokens of the turns read to find them."""
+        if n <= 0 or not self.sessions:
+            return [], 0
+        n = min(n, len(self.sessions))
+        return self.sessions[:n], self.tokens[n - 1]
+
+
 def _ranked_sessions(
     corpus: RawCorpus, engine: QueryEngine, identity: Identity, question: str
-) -> list[str]:
+) -> SessionRanking:
     """Sessions in the order of their best turn by cosine, inside the asker's scope."""
     if corpus.vectors is None:
-        return []
+        return SessionRanking([], [])
     scores = corpus.vectors @ engine.embed([question])[0]
-    out: list[str] = []
+    sessions: list[str] = []
+    tokens: list[int] = []
+    read = 0
     for i in np.argsort(-scores, kind="stable"):
-        pid = corpus.chunks[i].project_id
-        if corpus.in_scope(identity, pid) and f"project:{pid}" not in out:
-            out.append(f"project:{pid}")
-    return out
+        chunk = corpus.chunks[i]
+        if not corpus.in_scope(identity, chunk.project_id):
+            continue
+        read += count_tokens(chunk.text)
+        if f"project:{chunk.project_id}" not in sessions:
+            sessions.append(f"project:{chunk.project_id}")
+            tokens.append(read)
+    return SessionRanking(sessions, tokens)
 
 
 @dataclass
@@ -179,9 +207,26 @@ class LocomoReport:
     conversations: int
     leakage_queries: int
     seconds: float
+    per_question: list[dict[str, Any]] = field(default_factory=list)
+
+    def row(self, name: str) -> Row:
+        return next(r for r in self.rows if r.name == name)
+
+    def margins(self) -> dict[str, float | None]:
+        """HLTM minus the plain search at HLTM's own number of sessions, question by question."""
+        hltm, plain = self.rows[0].as_dict(), self.rows[1].as_dict()
+
+        def minus(key: str) -> float | None:
+            a, b = hltm[key], plain[key]
+            return None if a is None or b is None else a - b
+
+        return {"retrieved": minus("retrieved_recall"), "cited": minus("cited_recall")}
 
     def table(self) -> str:
-        head = f"{'system':<40} {'retR':>6} {'citeR':>6} {'F1':>6} {'sess':>5} {'leak':>6}"
+        head = (
+            f"{'system':<46} {'retR':>6} {'citeR':>6} {'F1':>6} {'BLEU1':>6} {'sess':>5}"
+            f" {'tokens':>7} {'leak':>6}"
+        )
         lines = [head, "-" * len(head)]
 
         def cell(value: float | None, width: int = 6, digits: int = 3) -> str:
@@ -190,20 +235,29 @@ class LocomoReport:
         for row in self.rows:
             d = row.as_dict()
             lines.append(
-                f"{row.name:<40} {cell(d['retrieved_recall'])} {cell(d['cited_recall'])}"
-                f" {cell(d['token_f1'])} {cell(d['sessions_retrieved'], 5, 1)} {cell(d['leakage'])}"
+                f"{row.name:<46} {cell(d['retrieved_recall'])} {cell(d['cited_recall'])}"
+                f" {cell(d['token_f1'])} {cell(d['bleu1'])} {cell(d['sessions_retrieved'], 5, 1)}"
+                f" {cell(d['tokens'], 7, 0)} {cell(d['leakage'])}"
             )
+        margin = self.margins()
         lines.append(
-            f"\n{self.questions} evidence questions of {self.conversations} conversation(s);"
+            f"\nHLTM minus plain search at HLTM's own number of sessions: retrieved"
+            f" {cell(margin['retrieved'], 0)}, cited {cell(margin['cited'], 0)}."
+        )
+        lines.append(
+            f"{self.questions} evidence questions of {self.conversations} conversation(s);"
             f" leakage over {self.leakage_queries} questions asked by another conversation."
-            " retR / citeR = evidence-session recall of retrieved / cited projects;"
-            " sess = sessions retrieved per question."
+            " retR / citeR = evidence-session recall of retrieved / cited projects (the plain"
+            " search's citeR: cut at as many sessions as HLTM cited); sess = sessions retrieved"
+            " per question; tokens = prompt tokens per question (o200k_base) for the systems that"
+            " answer, the turns read down the ranking for a plain search."
         )
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
         return {"questions": self.questions, "conversations": self.conversations,
-                "rows": {r.name: r.as_dict() for r in self.rows}}  # fmt: skip
+                "rows": {r.name: r.as_dict() for r in self.rows}, "margins": self.margins(),
+                "per_question": self.per_question}  # fmt: skip
 
 
 def evaluate_locomo(
@@ -234,33 +288,55 @@ def evaluate_locomo(
         note(f"embedding {len(tables['project_documents'])} raw turns for the baselines")
         corpus = RawCorpus.load(settings.sources_db)
         baselines = Baselines(engine, corpus, rag_k=rag_k)
-        hltm, rag = Row("HLTM"), Row(f"vector RAG over raw turns (top {rag_k} turns)")
-        same = Row("vector search, as many sessions as HLTM")
+        hltm = Row("HLTM")
+        same = Row("plain vector search, HLTM's number of sessions")
+        rag = Row(f"vector RAG over raw turns (top {rag_k} turns)")
+        curve = {n: Row(f"plain vector search, top {n} sessions") for n in CURVE_SESSIONS}
         rand = Row("random sessions, as many as HLTM (expected)")
         sessions_of = {c["contract_id"]: 0 for c in tables["contracts"]}
         for project in tables["projects"]:
             sessions_of[project["seat_id"].removesuffix("-pair")] += 1
         run_hltm = _hltm(engine)
+        per_question: list[dict[str, Any]] = []
         note(f"asking {len(asked)} questions")
         for q in asked:
             identity = Identity("contract", q.conversation)
             got = run_hltm(identity, q.question)
-            retrieved = _projects(got.entities)
+            retrieved, cited = _projects(got.entities), _projects(got.citations)
             hltm.retrieved.append(_recall(retrieved, q.sessions))
-            hltm.cited.append(_recall(got.citations, q.sessions))
+            hltm.cited.append(_recall(cited, q.sessions))
             hltm.f1.append(token_f1(got.answer, q.answer))
+            hltm.bleu.append(bleu1(got.answer, q.answer))
             hltm.sessions.append(len(retrieved))
+            hltm.tokens.append(got.cost.prompt_tokens)
             base_got = baselines.rag(identity, q.question)
             base_sessions = _projects(base_got.entities)
             rag.retrieved.append(_recall(base_sessions, q.sessions))
             rag.cited.append(_recall(base_got.citations, q.sessions))
             rag.f1.append(token_f1(base_got.answer, q.answer))
+            rag.bleu.append(bleu1(base_got.answer, q.answer))
             rag.sessions.append(len(base_sessions))
-            ranked = _ranked_sessions(corpus, engine, identity, q.question)[: len(retrieved)]
-            same.retrieved.append(_recall(ranked, q.sessions))
-            same.sessions.append(len(ranked))
+            rag.tokens.append(base_got.cost.prompt_tokens)
+            ranking = _ranked_sessions(corpus, engine, identity, q.question)
+            plain, plain_tokens = ranking.top(len(retrieved))
+            same.retrieved.append(_recall(plain, q.sessions))
+            same.cited.append(_recall(ranking.top(len(cited))[0], q.sessions))
+            same.sessions.append(len(plain))
+            same.tokens.append(plain_tokens)
+            for n, row in curve.items():
+                top, read = ranking.top(n)
+                row.retrieved.append(_recall(top, q.sessions))
+                row.sessions.append(len(top))
+                row.tokens.append(read)
             rand.retrieved.append(min(1.0, len(retrieved) / sessions_of[q.conversation]))
             rand.sessions.append(len(retrieved))
+            per_question.append(
+                {"conversation": q.conversation, "question": q.question, "category": q.category,
+                 "evidence": sorted(q.sessions), "hltm_sessions": len(retrieved),
+                 "hltm_retrieved": hltm.retrieved[-1], "plain_retrieved": same.retrieved[-1],
+                 "hltm_cited": hltm.cited[-1], "plain_cited": same.cited[-1],
+                 "hltm_tokens": hltm.tokens[-1], "answer": got.answer, "gold": q.answer}
+            )  # fmt: skip
         others = sorted(sessions_of)
         leak_items = [q for q in asked if len(others) > 1][:leakage]
         note(f"leakage: {len(leak_items)} questions asked by another conversation")
@@ -272,6 +348,6 @@ def evaluate_locomo(
                     any(not corpus.node_in_scope(asker, n) for n in got.entities + got.citations)
                 )
     return LocomoReport(
-        [hltm, rag, same, rand], len(asked), len(sessions_of), len(leak_items),
-        time.perf_counter() - started,
+        [hltm, same, rag, *curve.values(), rand], len(asked), len(sessions_of), len(leak_items),
+        time.perf_counter() - started, per_question,
     )  # fmt: skip

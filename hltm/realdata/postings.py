@@ -519,16 +519,21 @@ def score(
     for posting in postings:
         mine = facets.get(posting.posting_id, {})
         for name in fields:
-            reference = posting.truth.get(name)
+            base, _, mode = name.partition(":")
+            reference = posting.truth.get(base)
             if reference is None:
                 continue
-            facet_field, matches = FIELDS[name]
+            facet_field, matches = FIELDS[base]
             values = mine.get(facet_field, [])
-            says = text_states(name, reference, posting.text)
+            if mode:  # one work format as a yes/no label: is the posting's format this one?
+                reference = mode in reference
+                says = text_states(base, {mode}, posting.text)
+            else:
+                says = text_states(name, reference, posting.text)
             targets = [every[name]] + ([stated[name]] if says else [])
             for target in targets:
-                if name == "remote":  # a yes/no label: only "remote" predictions count
-                    said = "remote" in values
+                if name == "remote" or mode:  # a yes/no label: only predictions of it count
+                    said = (mode or "remote") in values
                     target.predicted += said
                     target.right += said and reference
                     target.labelled += reference
@@ -551,6 +556,8 @@ def majority_facets(postings: list[Posting], fields: list[str]) -> dict[str, dic
     """The baseline: every posting gets each field's most frequent reference value."""
     chosen: dict[str, list[str]] = {}
     for name in fields:
+        if ":" in name:
+            continue  # a yes/no label per work format: no majority value to give
         counts: Counter[str] = Counter()
         for posting in postings:
             reference = posting.truth.get(name)
@@ -586,7 +593,12 @@ def stored_facets(settings: Settings, posting_ids: list[str]) -> dict[str, dict[
 
 
 EN_FIELDS = ["location", "salary", "salary_period", "work_type", "remote", "seniority", "skills"]
-RU_FIELDS = ["location", "salary", "salary_period", "work_type", "work_format", "experience"]
+# hh.ru lists every format a vacancy allows; the memory gives one, the job's own arrangement:
+# scored against the list, and per format as a yes/no label, so on-site and hybrid are measured.
+WORK_FORMATS = ["work_format:remote", "work_format:hybrid", "work_format:onsite"]
+RU_FIELDS = [
+    "location", "salary", "salary_period", "work_type", "work_format", *WORK_FORMATS, "experience"
+]  # fmt: skip
 
 
 def evaluate_postings(
