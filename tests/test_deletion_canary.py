@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
+from hltm.cli import demo, main
 from hltm.judge.calibration import calibrate_vacancies, store_calibrations
 from hltm.judge.data import load_vacancies
 from hltm.judge.service import JudgeEnv, judge_all
@@ -142,6 +142,8 @@ def test_a_deleted_project_and_resume_leave_no_trace(
         delete_project(settings.sources_db, other)
     _plant(settings)
     harness = make_harness(settings, support_threshold=0.0, min_support=1)
+    # The runs `hltm delete` starts, on this test's stores (`definitions` binds the first's).
+    monkeypatch.setattr(demo, "load_definitions", lambda: harness.defs)
     _, runs = harness.tick_and_run()
     assert runs and all(r.success for r in runs)
     ask(settings, f"seat:{SEAT}", "Which programme did the hiring manager name?")

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
+from hltm.cli import demo, main
 from hltm.memory.scenarios import _ingest, read_world
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
@@ -114,7 +114,9 @@ def test_a_deleted_project_is_never_answered_once_the_delete_returns(
     seat's and contract's answers neither cite it nor hold its text; the delete rebuilt them
     itself, in a Dagster run."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    harness = make_harness(memory_world)  # the settings `hltm delete`'s run uses
+    harness = make_harness(memory_world)
+    # The run `hltm delete` starts, on this test's stores (`definitions` binds the first's).
+    monkeypatch.setattr(demo, "load_definitions", lambda: harness.defs)
     world = read_world(memory_world.sources_db)
     pid = sorted(world.projects)[1]
     seat = world.projects[pid]
