@@ -50,7 +50,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -66,13 +66,22 @@ from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.journal import redact
 from hltm.judge.store import ensure_judge_schema
 from hltm.memory.models import LEVELS, node_id_for
-from hltm.memory.store import MEMORY_TABLE, MemoryStore, memory_collection_name, read_built
+from hltm.memory.store import (
+    MEMORY_TABLE,
+    MemoryStore,
+    item_id,
+    memory_collection_name,
+    read_built,
+)
 from hltm.memory.tree import Plan
 from hltm.query.access import TOKENS_TABLE
 from hltm.query.log import QUERY_LOG_TABLE, forget_queries, log_path
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
 from hltm.warehouse import connect, rewrite_live_rows, table_exists
+
+if TYPE_CHECKING:
+    from hltm.vectors import VectorStore
 
 __all__ = [
     "Deleted",
@@ -364,9 +373,7 @@ def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
     of `collections` persisted, Chroma's SQLite compacted, every DuckDB file rewritten."""
     done = {}
     if not settings.chroma_host:
-        from hltm.vectors import VectorStore
-
-        _persist_segments(VectorStore(settings, make_embedder(settings)), collections)
+        _persist_segments(_memory_store(settings).vectors, collections)
         done["chroma log records"] = compact_chroma_log(settings.chroma_path, full=True)
     files = [settings.sources_db, settings.derived_db, log_path(settings.derived_db)]
     busy = [path for path in files if path.exists() and not rewrite_live_rows(path)]
@@ -378,10 +385,12 @@ def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
     return done
 
 
-_PROBE_IDS = ["deletion-persist-probe-1", "deletion-persist-probe-2"]
+# Shaped like memory items (so a reader that meets one in flight parses it, and drops it: no
+# stored node has this id).
+_PROBE_IDS = [item_id("probe:persist", "0", "summary", i) for i in range(2)]
 
 
-def _persist_segments(vectors: Any, names: set[str]) -> None:
+def _persist_segments(vectors: VectorStore, names: set[str]) -> None:
     """Make the embedded HNSW segments of these collections write their files now.
 
     A segment rewrites its files (vectors and ``index_metadata.pickle``, the id map) only every
