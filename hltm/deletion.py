@@ -5,8 +5,13 @@ children: a project's documents, vacancies and recruiter actions; a resume's act
 the source rows, then purges what was derived from them:
 
 * **sources DuckDB** — the rows are deleted, children first (`hltm.sources.ingest`).
-* **memory tree** (``memory_nodes`` + the ``mem-*`` Chroma collections) — the ``source_changes``
-  sensor's next refresh drops the project's node and rebuilds its ancestors without it.
+* **memory tree** (``memory_nodes`` + the ``mem-*`` Chroma collections) — the chain that held
+  the deleted rows (the project's node, or a deleted document's project, its seat and its
+  contract, and any node whose provenance names them) is purged at once, so no reader
+  (``hltm ask``, ``hltm serve``, MCP) can answer from it once the delete returns.
+  `PurgeReport.memory_to_rebuild` names the nodes of the chain still in the sources: `hltm
+  delete` rebuilds them in a ``refresh_memory_tree`` run before it returns (the
+  ``source_changes`` sensor would too, as they are missing from the store).
 * **judge** — ``judge_pools``, ``judge_scores`` (verdicts quote the resume and the vacancy) and
   ``judge_failures`` rows of a deleted vacancy or resume are deleted; the ranking journal
   *redacts* them, keeping its hash chain verifiable (`hltm.judge.journal.redact`), and
@@ -14,14 +19,22 @@ the source rows, then purges what was derived from them:
 * **vector caches** — the cached embeddings of a deleted resume's passage, a deleted vacancy's
   query and the deleted project node's items (keyed by text hash) are deleted.
 * **query log** — every logged query whose scope, retrieved context or citations touched a
-  node built from the deleted rows (the project's node, and each ancestor whose stored
-  provenance names them) is forgotten.
+  purged node is forgotten.
+* **API tokens** — the tokens of a deleted project are deleted (so revoked, and its id gone).
+* **calibrations** — a deleted vacancy's calibration goes; every other one whose proposals
+  cite a deleted row is recomputed from the purged memory.
 * **Chroma ``resumes``** — a deleted resume's vector is removed at once, not at the next sync.
 * **Chroma's write-ahead log** (embedded Chroma) — Chroma keeps every add in ``embeddings_queue``
   until its vector segment persists (every ``sync_threshold`` writes), so the text of a deleted
   item outlives the delete. `compact_chroma_log` drops the log records of items whose latest
   record is a delete (replaying the log gives the same state) and vacuums the file; only the
   delete record, which holds the id and nothing else, stays. A Chroma server owns its log.
+* **bytes on disk** — deleted values outlive their rows in free space: SQLite's free pages and
+  its full-text index's segments, the HNSW segment's id map (``index_metadata.pickle``, written
+  only every ``sync_threshold`` writes), and DuckDB's free blocks and row groups (CHECKPOINT and
+  VACUUM leave them). `compact_stores` makes the touched HNSW segments persist, merges the
+  full-text index, vacuums Chroma's SQLite with ``secure_delete``, and rewrites each DuckDB file
+  into a fresh one swapped in under the file's lock (`hltm.warehouse.rewrite_live_rows`).
 
 Every purge is idempotent and also sweeps rows whose vacancy or resume no longer exists in the
 sources, so a crash between the source delete and the purge is healed by running any later
@@ -32,27 +45,52 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from hltm.embeddings import text_hash
+from hltm.embeddings import make_embedder, text_hash
+from hltm.judge.calibration import (
+    CALIBRATION_TABLE,
+    calibrate_vacancies,
+    load_calibrations,
+    store_calibrations,
+)
 from hltm.judge.candidates import RESUMES_COLLECTION
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.journal import redact
 from hltm.judge.store import ensure_judge_schema
-from hltm.memory.models import node_id_for
-from hltm.memory.store import MEMORY_TABLE
-from hltm.query.log import QUERY_LOG_TABLE, forget_queries
+from hltm.memory.models import LEVELS, node_id_for
+from hltm.memory.store import (
+    MEMORY_TABLE,
+    MemoryStore,
+    item_id,
+    memory_collection_name,
+    read_built,
+)
+from hltm.memory.tree import Plan
+from hltm.query.access import TOKENS_TABLE
+from hltm.query.log import QUERY_LOG_TABLE, forget_queries, log_path
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import connect, rewrite_live_rows, table_exists
 
-__all__ = ["Deleted", "PurgeReport", "compact_chroma_log", "delete_everywhere", "purge_orphans"]
+if TYPE_CHECKING:
+    from hltm.vectors import VectorStore
+
+__all__ = [
+    "Deleted",
+    "PurgeReport",
+    "compact_chroma_log",
+    "compact_stores",
+    "delete_everywhere",
+    "purge_orphans",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +112,8 @@ class Deleted:
     resumes: set[str] = field(default_factory=set)
     actions: set[str] = field(default_factory=set)
     embedded_texts: set[str] = field(default_factory=set)  # whose cached vectors go too
+    # Projects whose memory held deleted rows: the deleted ones and a deleted document's.
+    touched_projects: set[str] = field(default_factory=set)
 
     @property
     def source_ids(self) -> set[str]:
@@ -83,6 +123,8 @@ class Deleted:
 @dataclass
 class PurgeReport:
     purged: dict[str, int] = field(default_factory=dict)  # store → rows or items removed
+    # Purged memory nodes still in the sources: to rebuild (`refresh_run_config(plan)`).
+    memory_to_rebuild: Plan = field(default_factory=Plan)
 
     def summary(self) -> str:
         done = [f"{n} {store}" for store, n in self.purged.items() if n]
@@ -110,6 +152,9 @@ def gather(settings: Settings, kind: str, row_id: str) -> Deleted:
             )
         elif kind == "document":
             deleted.documents = {row_id}
+            deleted.touched_projects = _ids(
+                con, "SELECT project_id FROM project_documents WHERE document_id = ?", row_id
+            )
         elif kind == "resume":
             deleted.resumes = {row_id}
             deleted.actions = _ids(
@@ -117,6 +162,7 @@ def gather(settings: Settings, kind: str, row_id: str) -> Deleted:
             )
         else:
             raise ValueError(f"cannot delete a {kind!r}; expected one of {', '.join(_DELETERS)}")
+    deleted.touched_projects |= deleted.projects
     deleted.embedded_texts |= {
         v.vector_query() for v in load_vacancies(settings.sources_db, sorted(deleted.vacancies))
     }
@@ -143,9 +189,9 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
     report = PurgeReport()
     vacancies = deleted.vacancies | _orphans(settings, "vacancy")
     resumes = deleted.resumes | _orphans(settings, "resume")
-    item_texts = _node_item_texts(settings, {node_id_for("project", p) for p in deleted.projects})
     with connect(settings.derived_db) as con:
-        tainted = _tainted_nodes(con, deleted)
+        tainted = _tainted_nodes(con, deleted) | _memory_chains(con, deleted.touched_projects)
+    item_texts = _node_item_texts(settings, tainted)
     # The log is its own file, so it cannot join the transaction below: it goes first, and a
     # crash after it leaves only derived rows, which the next orphan sweep purges.
     report.purged[QUERY_LOG_TABLE] = forget_queries(settings.derived_db, tainted)
@@ -156,10 +202,19 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
             report.purged[table] = _delete_where(con, table, vacancies, resumes)
         report.purged["ranking_journal rows redacted"] = redact(con, vacancies, resumes)
         report.purged["cached vectors"] = _forget_vectors(con, deleted.embedded_texts | item_texts)
+        report.purged[TOKENS_TABLE] = _delete_tokens(con, deleted.projects)
         con.execute("COMMIT")
+    touched = _memory_store(settings).delete(tainted)
+    report.purged["memory nodes"] = len(touched)
+    gone = {node_id_for("project", p) for p in deleted.projects}
+    report.memory_to_rebuild = Plan(
+        *(sorted(n for n in tainted - gone if n.startswith(f"{level}:")) for level in LEVELS),
+        deletes=sorted(gone & set(touched)),
+    )
+    report.purged[CALIBRATION_TABLE] = _recalibrate(settings, deleted, vacancies)
     report.purged["resume vectors"] = _drop_resume_vectors(settings, resumes)
-    if not settings.chroma_host:
-        report.purged["chroma log records"] = compact_chroma_log(settings.chroma_path)
+    collections = {memory_collection_name(b.contract_id) for b in touched.values()}
+    report.purged.update(compact_stores(settings, collections | {RESUMES_COLLECTION}))
     return report
 
 
@@ -213,6 +268,61 @@ def _tainted_nodes(con: duckdb.DuckDBPyConnection, deleted: Deleted) -> set[str]
     return nodes
 
 
+def _memory_chains(con: duckdb.DuckDBPyConnection, projects: set[str]) -> set[str]:
+    """The stored nodes of these projects and their stored seats and contracts."""
+    if not projects:
+        return set()
+    built = read_built(con, [node_id_for("project", p) for p in projects])
+    seats = {b.parent_id for b in built.values() if b.parent_id}
+    return set(built) | seats | {node_id_for("contract", b.contract_id) for b in built.values()}
+
+
+def _memory_store(settings: Settings) -> MemoryStore:
+    from hltm.vectors import VectorStore
+
+    return MemoryStore(settings.derived_db, VectorStore(settings, make_embedder(settings)))
+
+
+def _delete_tokens(con: duckdb.DuckDBPyConnection, projects: set[str]) -> int:
+    """A deleted project's API tokens go (revoked, and its id with them)."""
+    if not projects or not table_exists(con, TOKENS_TABLE):
+        return 0
+    row = con.execute(
+        f"DELETE FROM {TOKENS_TABLE} WHERE identity_level = 'project'"
+        " AND identity_id IN (SELECT unnest(?::VARCHAR[]))",
+        [sorted(projects)],
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _recalibrate(settings: Settings, deleted: Deleted, vacancies: set[str]) -> int:
+    """Deleted vacancies' calibrations go; the others that cite a deleted row are recomputed
+    (from the memory without the purged nodes). How many rows changed."""
+    stored = load_calibrations(settings.derived_db)
+    cited = {
+        vid
+        for vid, cal in stored.items()
+        if vid not in vacancies and _holds_any(cal.as_row(), deleted.source_ids)
+    }
+    with connect(settings.derived_db) as con:
+        if table_exists(con, CALIBRATION_TABLE):
+            con.execute(
+                f"DELETE FROM {CALIBRATION_TABLE} WHERE vacancy_id IN (SELECT unnest(?::VARCHAR[]))",
+                [sorted(vacancies | cited)],
+            )
+    fresh = calibrate_vacancies(
+        settings.sources_db, settings.derived_db, load_vacancies(settings.sources_db, sorted(cited))
+    )
+    store_calibrations(settings.derived_db, fresh)
+    return len((vacancies & set(stored)) | cited)
+
+
+def _holds_any(row: Iterable[Any], ids: set[str]) -> bool:
+    """Whether any of the ids occurs in the row as a whole token."""
+    text = json.dumps([str(v) for v in row], ensure_ascii=False)
+    return any(re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text) for i in ids)
+
+
 def _forget_vectors(con: duckdb.DuckDBPyConnection, texts: Iterable[str]) -> int:
     hashes = sorted({text_hash(t) for t in texts})
     removed = 0
@@ -258,13 +368,69 @@ def _drop_resume_vectors(settings: Settings, resumes: set[str]) -> int:
     return len(present)
 
 
-def compact_chroma_log(chroma_path: Path) -> int:
+def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
+    """Leave no deleted value in the stores' bytes (see the module docstring): the HNSW segments
+    of `collections` persisted, Chroma's SQLite compacted, every DuckDB file rewritten."""
+    done = {}
+    if not settings.chroma_host:
+        _persist_segments(_memory_store(settings).vectors, collections)
+        done["chroma log records"] = compact_chroma_log(settings.chroma_path, full=True)
+    files = [settings.sources_db, settings.derived_db, log_path(settings.derived_db)]
+    busy = [path for path in files if path.exists() and not rewrite_live_rows(path)]
+    done["DuckDB files left uncompacted (open elsewhere in this process)"] = len(busy)
+    for path in busy:
+        log.warning(
+            "%s is open elsewhere in this process: its free blocks were not rewritten", path
+        )
+    return done
+
+
+# Shaped like memory items (so a reader that meets one in flight parses it, and drops it: no
+# stored node has this id).
+_PROBE_IDS = [item_id("probe:persist", "0", "summary", i) for i in range(2)]
+
+
+def _persist_segments(vectors: VectorStore, names: set[str]) -> None:
+    """Make the embedded HNSW segments of these collections write their files now.
+
+    A segment rewrites its files (vectors and ``index_metadata.pickle``, the id map) only every
+    ``sync_threshold`` records, so a deleted item's id stays in them until then. For the
+    collections that exist: a threshold of two is set, the client reopened (it reads the
+    setting on load), two probe items added and deleted (which persists), and the settings
+    and client restored."""
+    present = {n: c for n in sorted(names) if (c := vectors.existing(n)) is not None}
+    probes = {}
+    for name, col in present.items():
+        got = col.get(limit=1, include=["embeddings"])
+        if len(got["ids"]):
+            probes[name] = (col.configuration.get("hnsw") or {}, list(got["embeddings"][0]))
+    if not probes:
+        return
+    for name in probes:
+        vectors.existing(name).modify(
+            configuration={"hnsw": {"sync_threshold": 2, "batch_size": 2}}
+        )
+    vectors.reopen(vectors.generation)
+    for name, (_, vector) in probes.items():
+        col = vectors.existing(name)
+        col.add(ids=_PROBE_IDS, embeddings=[vector, vector])
+        col.delete(ids=_PROBE_IDS)
+    for name, (hnsw, _) in probes.items():
+        restored = {k: hnsw.get(k, d) for k, d in (("sync_threshold", 1000), ("batch_size", 100))}
+        vectors.existing(name).modify(configuration={"hnsw": restored})
+    vectors.reopen(vectors.generation)
+
+
+def compact_chroma_log(chroma_path: Path, full: bool = False) -> int:
     """Drop the write-ahead-log records of deleted items from an embedded Chroma, then vacuum.
 
     For every item whose latest record is a delete, its earlier records (adds and upserts, with
     document, metadata and vector) go; the delete record stays, so replaying the log still ends
     with the item deleted whether or not the vector segment had persisted it. ``secure_delete``
-    and ``VACUUM`` leave no copy in free pages. Returns the number of records dropped.
+    and ``VACUUM`` leave no copy in free pages. `full` (after a deletion) also merges the
+    full-text index (a deleted document's terms stay in its segments until then) and vacuums
+    even when no record was dropped (deleted metadata rows sit in free pages). Returns the
+    number of records dropped.
     """
     path = Path(chroma_path) / "chroma.sqlite3"
     if not path.exists():
@@ -283,7 +449,13 @@ def compact_chroma_log(chroma_path: Path) -> int:
                 " WHERE nth > 1 AND last_operation = ?)",
                 [_DELETE_OPERATION],
             ).rowcount
-        if dropped:
+        if full:
+            with con:
+                con.execute(
+                    "INSERT INTO embedding_fulltext_search(embedding_fulltext_search)"
+                    " VALUES ('optimize')"
+                )
+        if dropped or full:
             con.execute("VACUUM")  # rewrites the file: its cost grows with the collections
     except sqlite3.OperationalError as err:  # busy, or a layout this Chroma version lacks
         log.warning("could not compact Chroma's log at %s: %s", path, err)

@@ -8,6 +8,8 @@ file stays locked that long.
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,12 +36,14 @@ def _is_lock_error(err: duckdb.IOException) -> bool:
     return "lock" in str(err).lower()
 
 
-def _open(path: Path, read_only: bool, wait_s: float | None) -> duckdb.DuckDBPyConnection:
+def _open(
+    path: Path, read_only: bool, wait_s: float | None, config: dict[str, str] | None = None
+) -> duckdb.DuckDBPyConnection:
     started = time.monotonic()
     attempt = 0
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only, config=config or {})
         except duckdb.IOException as err:
             if not _is_lock_error(err):
                 raise
@@ -107,3 +111,37 @@ def insert_rows(
 def _plain(value: Any) -> Any:
     """A NumPy scalar as its Python value (DuckDB converts those, not NumPy's, inside a list)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def rewrite_live_rows(path: Path | str) -> bool:
+    """Copy a DuckDB file's live contents into a fresh file and swap it in; False (nothing
+    done) while another connection of this process has the file open.
+
+    A deleted row's values stay in the file: in its row group (marked deleted) until the group
+    is rewritten, and in freed blocks, which DuckDB reuses but never clears; CHECKPOINT and
+    VACUUM leave both. A copy holds live rows only. The old file's lock is held throughout, so
+    no other process opens it meanwhile and loses a write to the replaced file; and it is
+    opened with a configuration of its own, which DuckDB refuses while this process already
+    has an instance of the file (that instance would go on writing to the replaced file)."""
+    path = Path(path)
+    fresh = path.with_name(f"{path.name}.rewrite")
+    for stale in (fresh, fresh.with_name(f"{fresh.name}.wal")):
+        stale.unlink(missing_ok=True)
+    gc.collect()  # unreachable results of finished work can still hold an instance open
+    try:
+        con = _open(path, False, None, config={"custom_user_agent": "hltm-rewrite"})
+    except duckdb.ConnectionException:
+        return False
+    try:
+        con.execute("CHECKPOINT")
+        row = con.execute("SELECT current_database()").fetchone()
+        assert row is not None
+        con.execute("ATTACH ? AS rewritten", [str(fresh)])
+        try:
+            con.execute(f'COPY FROM DATABASE "{row[0]}" TO rewritten')
+        finally:
+            con.execute("DETACH rewritten")
+        os.replace(fresh, path)
+    finally:
+        con.close()
+    return True

@@ -22,8 +22,12 @@ Each evaluation:
    affected set, with a deterministic run key (sha1 of the change set and the cursor's sequence
    number).
 
-Diffing against what is *stored* (not against the previous tick) makes the sensor self-healing:
-nodes a failed run left stale are requested again, and because a change of the store alone (a
+The cursor remembers the run it requested and the change number its diff started from. If that
+run fails or is canceled (a killed run is failed by run monitoring), the next tick diffs again
+from that older change number: the contracts the run did not reach are requested again,
+although the change log has nothing newer for them. Diffing against what is *stored* (not against the previous
+tick) makes the sensor self-healing: nodes a failed run left stale are requested again, and
+because a change of the store alone (a
 crash that emptied it, a restore from an old backup) also triggers a diff of the contracts it
 touched, the tree is rebuilt without waiting for a source change. The slow periodic full diff
 catches what neither sees (partitions deleted by hand, sources edited outside ingest beside a
@@ -35,6 +39,7 @@ import json
 import time
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from assets.memory import (
     ASSET_KEYS,
@@ -78,6 +83,7 @@ _UNFINISHED = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
+_ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 _REFRESH_KINDS = ["sensor", "incremental", "full"]
 
 
@@ -91,6 +97,20 @@ def _cursor(raw: str | None) -> dict[str, object]:
 
 def _digests(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _unsucceeded_request(
+    instance: dg.DagsterInstance, previous: dict[str, object]
+) -> dict[str, object] | None:
+    """The last requested refresh (its run key and the change number its diff started from)
+    if its run ended without succeeding: failed, canceled, or killed (run monitoring fails it).
+    A run still queued or running holds the refresh slot, so this tick skips anyway."""
+    requested = previous.get("requested")
+    if not isinstance(requested, dict):
+        return None
+    runs = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: str(requested["run_key"])}), limit=1)
+    ended_badly = runs and runs[0].status in _ENDED_BADLY
+    return requested if ended_badly else None
 
 
 def _full_diff_reason(
@@ -162,6 +182,7 @@ def source_changes(
     hints = current_hints(derived_db, read_only=True)
     config = version_config(llm.get().model, hints, memory_tree.config())
     stored = store_digests(derived_db.path)
+    unsucceeded = _unsucceeded_request(context.instance, previous)
     now = time.time()
     with connect(sources_db.path, read_only=True) as con:
         con.execute("BEGIN TRANSACTION")
@@ -178,12 +199,18 @@ def source_changes(
             and not previous.get("partitions_pending")
             and not due
             and sweep is None
+            and unsucceeded is None
         ):
             con.execute("COMMIT")
             return dg.SkipReason(
                 "no source changes (nor memory store changes) since the last evaluation"
             )
         since = int(str(previous.get("change_seq", 0)))
+        if unsucceeded is not None:
+            since = min(since, int(str(unsucceeded["since"])))
+            context.log.info(
+                f"the refresh requested last did not succeed: diffing again from change {since}"
+            )
         full_why = _full_diff_reason(previous, config.digest, mark, since)
         scope, next_sweep = None, None
         start = int(str(sweep)) if sweep is not None else (0 if due else None)
@@ -233,24 +260,30 @@ def source_changes(
             )
 
     sequence = int(str(previous.get("sequence", 0))) + 1
-    cursor = json.dumps(
-        {
-            "format": CURSOR_FORMAT,
-            "watermark": watermark,
-            "stored": stored,
-            "change_seq": mark or 0,
-            "diffed_at": now if scope is None or (swept and next_sweep is None) else last_full,
-            "sweep": next_sweep,
-            "config": config.digest,
-            "sequence": sequence,
-            "partitions_pending": pending,
-        },
-        sort_keys=True,
-    )
-    if pending:
+    run_key = plan.run_key(f"{config.digest}:{sequence}")
+
+    def cursor_with(requested: dict[str, object] | None) -> str:
+        return json.dumps(
+            {
+                "format": CURSOR_FORMAT,
+                "watermark": watermark,
+                "stored": stored,
+                "change_seq": mark or 0,
+                "diffed_at": now if scope is None or (swept and next_sweep is None) else last_full,
+                "sweep": next_sweep,
+                "config": config.digest,
+                "sequence": sequence,
+                "partitions_pending": pending,
+                "requested": requested,
+            },
+            sort_keys=True,
+        )
+
+    cursor = cursor_with(None)
+    if pending:  # the unfinished run, if any, stays to be checked after the partitions
         return dg.SensorResult(
             dynamic_partitions_requests=partition_requests,
-            cursor=cursor,
+            cursor=cursor_with(unsucceeded),
             skip_reason=f"adding/deleting partitions in batches of {MAX_PARTITION_REQUESTS}; "
             "the refresh run follows once they are in place",
         )
@@ -264,7 +297,6 @@ def source_changes(
             skip_reason=f"{how}: every memory node is current; partitions brought in line",
         )
     many = len(plan.rebuilds) + len(plan.deletes) > MAX_IDS_IN_RUN_CONFIG
-    run_key = plan.run_key(f"{config.digest}:{sequence}")
     context.log.info(f"requesting a refresh: {plan.describe()} (run key {run_key[:12]})")
     return dg.SensorResult(
         run_requests=[
@@ -283,5 +315,5 @@ def source_changes(
             )
         ],
         dynamic_partitions_requests=partition_requests,
-        cursor=cursor,
+        cursor=cursor_with({"run_key": run_key, "since": since}),
     )

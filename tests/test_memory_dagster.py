@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
 from assets.sources import source_tables
@@ -86,9 +87,13 @@ class Harness:
         return result
 
     def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        """The requested run, tagged with its run key as the daemon tags it."""
         job = self.defs.get_job_def("refresh_memory_tree")
         return job.execute_in_process(
-            run_config=request.run_config, instance=self.instance, raise_on_error=False
+            run_config=request.run_config,
+            instance=self.instance,
+            raise_on_error=False,
+            tags={**request.tags, RUN_KEY_TAG: request.run_key or ""},
         )
 
     def tick_and_run(self) -> tuple[dg.SensorResult | dg.SkipReason, list[Any]]:

@@ -5,11 +5,16 @@ gone from every row of the memory store and every item of every Chroma collectio
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pytest
+from click.testing import CliRunner
 
+from hltm.cli import demo, main
 from hltm.memory.scenarios import _ingest, read_world
+from hltm.query.engine import QueryEngine
+from hltm.query.scope import Identity
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project
 from hltm.vectors import _client
@@ -99,3 +104,50 @@ def test_canary_is_gone_after_deletion(memory_world: Settings, what: str) -> Non
     projects = harness.instance.get_dynamic_partitions("projects")
     assert (pid in projects) == (what == "document")
     assert isinstance(harness.tick(), dg.SkipReason)
+
+
+def test_a_deleted_project_is_never_answered_once_the_delete_returns(
+    memory_world: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No daemon runs. A reader that was already serving (the engine `hltm serve` and MCP
+    share) asks right after `hltm delete project` returns: the project has no memory, and its
+    seat's and contract's answers neither cite it nor hold its text; the delete rebuilt them
+    itself, in a Dagster run."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    harness = make_harness(memory_world)
+    # The run `hltm delete` starts, on this test's stores (`definitions` binds the first's).
+    monkeypatch.setattr(demo, "load_definitions", lambda: harness.defs)
+    world = read_world(memory_world.sources_db)
+    pid = sorted(world.projects)[1]
+    seat = world.projects[pid]
+    contract = world.seats[seat]
+    _plant_canary(memory_world, pid)
+    _, runs = harness.tick_and_run()
+    assert runs and runs[0].success
+    question = "Which programme did the hiring manager name?"
+    engine = QueryEngine(memory_world, log_queries=False)
+    before = engine.ask(Identity("project", pid), question)
+    assert f"project:{pid}" in before.citations and CANARY in json.dumps(before.context)
+    built = read_built_nodes(memory_world)
+    assert {f"project:{pid}", f"seat:{seat}"} <= _rows_mentioning(memory_world, pid)
+
+    deleted = CliRunner().invoke(main, ["delete", "project", pid])
+    assert deleted.exit_code == 0, deleted.output
+    gone = engine.ask(Identity("project", pid), question)
+    assert gone.no_memory and not gone.citations
+    for who in (Identity("seat", seat), Identity("contract", contract)):
+        answer = engine.ask(who, question)
+        shown = json.dumps(answer.as_dict(with_context=True), ensure_ascii=False)
+        assert CANARY not in shown and f"project:{pid}" not in shown, who
+    assert f"seat:{seat}" in deleted.output and "rebuilt the memory" in deleted.output
+    assert _rows_mentioning(memory_world, pid) == set()
+    after = read_built_nodes(memory_world)
+    for node in (f"seat:{seat}", f"contract:{contract}"):  # rebuilt, not merely dropped
+        assert node in after and after[node] != built[node]
+    _, runs = harness.tick_and_run()
+    assert not runs  # nothing left for the sensor
+
+
+def read_built_nodes(settings: Settings) -> dict[str, str]:
+    with connect(settings.derived_db) as con:
+        return dict(con.execute("SELECT node_id, version FROM memory_nodes").fetchall())

@@ -15,7 +15,9 @@ import pytest
 from hltm.llm import make_llm
 from hltm.memory import MemoryBuildError, builder_from_settings
 from hltm.memory.scenarios import change_project, read_world
+from hltm.query.engine import ask
 from hltm.settings import Settings
+from hltm.sources.ingest import delete_project
 from hltm.testing.openai_server import LocalOpenAIServer
 from tests import test_memory_dagster as _shared
 from tests.test_memory_dagster import make_harness
@@ -161,4 +163,57 @@ def test_refresh_run_fails_naming_the_node(remote: Settings, server: LocalOpenAI
         for e in run.get_asset_materialization_events()
     }
     assert ("project_memory", good) in keys and ("project_memory", bad) not in keys
+    server.clear_faults()
+
+
+def _one_project_seats(settings: Settings) -> tuple[str, str, str]:
+    """Two seats of different contracts keep one project each (a fast build); the first
+    seat's only project, its seat and contract."""
+    world = read_world(settings.sources_db)
+    keep = {}
+    for contract in sorted(set(world.seats.values()))[:2]:
+        seat = min(s for s, c in world.seats.items() if c == contract)
+        keep[seat] = min(p for p, s in world.projects.items() if s == seat)
+    for project in sorted(set(world.projects) - set(keep.values())):
+        delete_project(settings.sources_db, project)
+    seat = min(keep)
+    return keep[seat], seat, world.seats[seat]
+
+
+def test_a_failed_child_never_reads_as_an_empty_one(
+    memory_world: Settings, remote: Settings, server: LocalOpenAIServer
+) -> None:
+    """Every call about a seat's only project times out. The project fails, and its seat and
+    contract are not built as if they had no project: they are not built at all the first
+    time, and keep their last good version later; readers are told the memory is incomplete."""
+    project, seat, contract = _one_project_seats(remote)
+    chain = [f"project:{project}", f"seat:{seat}", f"contract:{contract}"]
+    server.inject("timeout", times="always", match=f'"project_id": "{project}"', delay_s=4.0)
+    builder = remote_builder(replace(remote, llm_max_retries=0))
+    report = builder.full_build()
+    assert [r.node_id for r in report.failures] == chain
+    assert "not rebuilt, its child project:" in (report.failures[1].error or "")
+    assert not set(chain) & set(builder.store.built())  # nothing published as empty
+    assert builder.plan().rebuilds == chain
+
+    asked = ask(memory_world, f"seat:{seat}", "What salary is offered?")
+    assert asked.no_memory and asked.incomplete == chain[:2]
+    assert "the memory is incomplete" in asked.answer and "no projects" not in asked.answer
+    whole = ask(memory_world, f"contract:{contract}", "What salary is offered?")
+    assert whole.incomplete == sorted(chain) and "incomplete" in whole.warning
+
+    server.clear_faults()
+    builder.refresh().raise_for_failures()
+    good = builder.store.built()
+    assert ask(memory_world, f"seat:{seat}", "What salary is offered?").incomplete == []
+
+    change_project(remote.sources_db, random.Random(3), project_id=project, kind="title")
+    server.inject("timeout", times="always", match=f'"project_id": "{project}"', delay_s=4.0)
+    report = builder.refresh()
+    assert [r.node_id for r in report.failures] == chain[:1]
+    assert {n: builder.store.built()[n].version for n in chain} == {
+        n: good[n].version for n in chain
+    }  # the last good versions stay, marked incomplete
+    asked = ask(memory_world, f"project:{project}", "What salary is offered?")
+    assert not asked.no_memory and asked.incomplete == chain[:1]
     server.clear_faults()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 import sensors.source_changes as sensor_module
 from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
@@ -142,3 +143,46 @@ def test_change_log_maps_moves_and_deletions_to_both_contracts(
         assert contracts_to_diff(con, tmp_path / "none.duckdb", since, set()) == {other}
         departures = con.execute("SELECT owner_id FROM source_departures").fetchall()
     assert (doc,) not in departures and (target,) in departures
+
+
+def test_contracts_a_failed_refresh_did_not_reach_are_requested_again(
+    memory_world: Settings,
+) -> None:
+    """Every project changes; the refresh run stores the first contract and dies (the run ends
+    FAILURE, as run monitoring marks a killed one). With no further change, the next tick
+    requests the other contract, and after its run the whole tree is current."""
+    _two_small_contracts(memory_world)
+    harness = make_harness(memory_world)
+    _, runs = harness.tick_and_run()
+    assert runs and all(r.success for r in runs)
+    world = read_world(memory_world.sources_db)
+    first, other = sorted(set(world.seats.values()))[:2]
+    for pid in sorted(world.projects):
+        change_project(memory_world.sources_db, random.Random(5), project_id=pid, kind="title")
+    result = harness.tick()
+    _, config = _requested(result)
+    assert config["contracts"] == [f"contract:{first}", f"contract:{other}"]
+    request = result.run_requests[0]  # type: ignore[union-attr]
+
+    reached = [p for p in config["projects"] if world.seats[world.projects[p[8:]]] == first]
+    partial = {"ops": {"plan_memory_refresh": {"config": {"projects": reached}}}}
+    died = harness.defs.get_job_def("refresh_memory_tree").execute_in_process(
+        run_config=partial,
+        instance=harness.instance,
+        tags={**request.tags, RUN_KEY_TAG: request.run_key or ""},
+    )
+    harness.instance.report_run_failed(died.dagster_run)
+    assert harness.instance.get_run_by_id(died.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
+
+    retry = harness.tick()
+    _, again = _requested(retry)
+    assert again["contracts"] == [f"contract:{other}"]
+    assert again["projects"] == [p for p in config["projects"] if p not in reached]
+    assert harness.run(retry.run_requests[0]).success  # type: ignore[union-attr]
+    assert isinstance(harness.tick(), dg.SkipReason)
+    full = {k: v for k, v in json.loads(harness.cursor or "{}").items() if k != "format"}
+    harness.cursor = json.dumps(full)  # a whole-tree diff: nothing is left stale
+    skipped = harness.tick()
+    assert isinstance(skipped, dg.SkipReason) and "every memory node is current" in (
+        skipped.skip_message or ""
+    )

@@ -47,11 +47,18 @@ def load_definitions():  # type: ignore[no-untyped-def]
     return defs
 
 
-def run_job(name: str, run_config: dict | None = None, tags: dict | None = None, **options: Any):  # type: ignore[no-untyped-def]
+def run_job(  # type: ignore[no-untyped-def]
+    name: str,
+    run_config: dict | None = None,
+    tags: dict | None = None,
+    fail_on_error: bool = True,
+    **options: Any,
+):
     """Execute a job of the code location in-process on the persistent instance (`options`:
-    `partition_key`, `asset_selection`, … of `execute_in_process`). Dagster's console shows
-    nothing below CRITICAL: a failure is printed once, as each failed step's own line, not as
-    the event log's stack traces (`dagster dev` keeps them)."""
+    `partition_key`, `asset_selection`, … of `execute_in_process`); a failed run exits with
+    its steps' reasons, or is returned as it is (`fail_on_error=False`). Dagster's console
+    shows nothing below CRITICAL: a failure is printed once, as each failed step's own line,
+    not as the event log's stack traces (`dagster dev` keeps them)."""
     import dagster as dg
 
     defs = load_definitions()
@@ -64,7 +71,7 @@ def run_job(name: str, run_config: dict | None = None, tags: dict | None = None,
         result = defs.resolve_job_def(name).execute_in_process(
             instance=instance, run_config=config, tags=tags, raise_on_error=False, **options
         )
-    if not result.success:
+    if fail_on_error and not result.success:
         reasons = (
             step_failures(result)
             or [e.message or "" for e in result.all_events if e.is_failure][-1:]

@@ -84,8 +84,9 @@ def ask(
         click.echo(format_result(result))
         if with_context:
             click.echo(json.dumps(result.context, ensure_ascii=False, indent=2))
-    if result.unsupported:
+    if result.warning:
         click.echo(f"warning: {result.warning}", err=True)
+    if result.unsupported:
         raise SystemExit(3)
 
 

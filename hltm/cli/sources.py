@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from hltm.cli import dagster_home, fail, settings
+from hltm.memory.tree import Plan
 from hltm.sources.generator import SIZES, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -75,6 +76,33 @@ def ingest(directory: Path, encoding: str) -> None:
     sys.exit(0)
 
 
+def rebuild_purged_memory(plan: Plan) -> None:
+    """Rebuild the memory nodes a deletion purged (a `refresh_memory_tree` run), or say exactly
+    what is missing and how to finish. Readers never saw the deleted rows meanwhile: the purged
+    nodes were gone before this starts."""
+    if not plan.rebuilds:
+        return
+    from assets.memory import refresh_run_config
+    from hltm.cli.demo import run_job, step_failures
+
+    nodes = ", ".join(plan.rebuilds)
+    result = run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
+    if result.success:
+        click.echo(f"rebuilt the memory it held without it: {nodes} (run {result.run_id[:8]})")
+        return
+    reasons = "\n".join(step_failures(result)) or "see the run in dagster dev"
+    click.secho(
+        f"warning: the memory of {nodes} was purged with the deleted rows, and its rebuild"
+        f" (run {result.run_id[:8]}) failed:\n{reasons}\nUntil it is rebuilt, answers about"
+        " them say there is no memory (nothing deleted is ever served). The source_changes"
+        " sensor rebuilds them on its next tick when the daemon runs; without it, run"
+        " `dagster job execute -m definitions -j rebuild_memory_tree`.",
+        fg="yellow",
+        err=True,
+    )
+    sys.exit(4)
+
+
 @click.group()
 def delete() -> None:
     """Delete a project (with its documents, actions and vacancies), a document or a resume."""
@@ -91,10 +119,8 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
         except (KeyError, FileNotFoundError) as err:
             fail(str(err.args[0] if err.args else err))  # str() of a KeyError adds quotes
         observe_sources()
-        click.echo(
-            f"deleted {kind} {row_id}; {report.summary()}; the source_changes sensor rebuilds"
-            " the memory it touched"
-        )
+        click.echo(f"deleted {kind} {row_id}; {report.summary()}")
+        rebuild_purged_memory(report.memory_to_rebuild)
 
     command.__doc__ = f"Delete one {kind} by id, and what was derived from it (see hltm.deletion)."
     return command

@@ -115,6 +115,9 @@ class Flow:
         self.unembedded: list[Outcome] = []
         self.unstored: dict[str, list[tuple[Outcome, np.ndarray]]] = defaultdict(list)
         self.leaves_running = 0
+        # Nodes whose memory misses what this build should have put in (their own build failed,
+        # or a child's did), with why: recorded for readers once the build is done.
+        self.incomplete: dict[str, tuple[Placement, str]] = {}
         self._report(builder.delete([n for n in node_ids if n not in placements]))
         self._prepare([nid for nid, waits in self.waiting.items() if not waits])
 
@@ -150,6 +153,10 @@ class Flow:
                 for future in running:  # taking failed: start no more nodes
                     future.cancel()
         self._store(list(self.unstored))
+        self.builder.store.mark_incomplete(
+            list(self.incomplete.values()),
+            settled=[r.node_id for r in self.reports if r.status != "failed"],
+        )
         return sorted(
             self.reports,
             key=lambda r: (LEVELS.index(r.level), r.status != "deleted", r.node_id),  # type: ignore[arg-type]
@@ -199,6 +206,8 @@ class Flow:
             self.leaves_running -= outcome.report.level == "project"
             if outcome.node is None:
                 self._report([outcome.report])  # failed: its previous version stays
+                placement = self.placements[outcome.report.node_id]
+                self.incomplete[placement.node_id] = (placement, outcome.report.error or "failed")
                 continue
             self.unembedded.append(outcome)
             if outcome.node.placement.parent_id in self.parents:
@@ -261,10 +270,20 @@ class Flow:
         jobs = [self.parents.pop(nid) for nid in sorted(parent_ids)]
         unseen = {k for job in jobs for k in job.child_ids if k not in self.fresh}
         stored = self.builder.store.nodes(unseen) if unseen else {}
-        current = []
+        current, unbuilt = [], []
         for job in jobs:
             found = (self.fresh.pop(k, None) or stored.get(k) for k in job.child_ids)
             job.children = [c for c in found if c is not None]
+            short = sorted(k for k in job.child_ids if k in self.incomplete)
+            if short:
+                why = f"its child {short[0]} is incomplete" + (
+                    f" (and {len(short) - 1} more)" if len(short) > 1 else ""
+                )
+                self.incomplete[job.placement.node_id] = (job.placement, why)
+            lost = [k for k in short if k not in {c.node_id for c in job.children}]
+            if lost:  # built without them, it would read as if they were empty
+                unbuilt.append(self._not_built(job, lost))
+                continue
             pairs = [(c.node_id, c.version) for c in job.children]
             job.version = parent_version(job.placement, job.fingerprint, pairs, self.config)
             before = self.built.get(job.placement.node_id)
@@ -272,8 +291,28 @@ class Flow:
                 current.append(_current(job.placement, job.version, pairs))
             else:
                 self.ready.append(job)
-        self._report(current)
-        self._settle([r.node_id for r in current])
+        self._report([*current, *unbuilt])
+        self._settle([r.node_id for r in [*current, *unbuilt]])
+
+    def _not_built(self, job: Job, lost: list[str]) -> NodeReport:
+        """A parent with a child that failed and has no memory at all is not built: it keeps
+        its last good version, unless that version still holds a child the sources no longer
+        have (a deletion must not wait for the outage to end); then it is purged."""
+        nid = job.placement.node_id
+        before = self.builder.store.nodes([nid]).get(nid)
+        kept = "; its last good version stays"
+        if before is not None and {k for k, _ in before.children} - set(job.child_ids):
+            self.builder.store.delete([nid])
+            kept = "; its last version was purged (it held a child that is gone)"
+        return NodeReport(
+            nid,
+            job.placement.level,
+            "failed",
+            previous_version=before.version if before else None,
+            error=f"{nid}: not rebuilt, its child {lost[0]} failed and has no memory"
+            + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "")
+            + (kept if before is not None else ""),
+        )
 
     def _contract_of(self, outcome: Outcome) -> str:
         return self.placements[outcome.report.node_id].contract_id

@@ -28,6 +28,12 @@ and `reindex()` rewrites a node's items from its stored row (no LLM needed).
 Table `memory_node_quality` (node_id PK, version, kept/dropped counts, reasons JSON) records what
 each build dropped from the model's answer (unknown ids, below minimum support, echoed prompt
 examples), written in the same transaction as the node's row, for the degraded-node check.
+
+Table `memory_incomplete` (node_id PK, contract_id, seat_id, project_id, reason) names the nodes
+whose memory misses what the last build should have put in: a node whose build failed (its last
+good version, if any, stays) and every ancestor of it (kept at its last good version, or built
+from the failed child's previous version). Readers say an answer over such a node is incomplete;
+a later build that settles the node clears its mark.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from hltm.warehouse import connect, insert_rows
 
 MEMORY_TABLE = "memory_nodes"
 QUALITY_TABLE = "memory_node_quality"
+INCOMPLETE_TABLE = "memory_incomplete"
 COLLECTION_PREFIX = "mem"
 _CHROMA_CHUNK = 2000
 
@@ -95,6 +102,11 @@ def ensure_memory_schema(con: duckdb.DuckDBPyConnection) -> None:
         f"CREATE TABLE IF NOT EXISTS {QUALITY_TABLE} (node_id VARCHAR PRIMARY KEY,"
         " version VARCHAR NOT NULL, kept INTEGER NOT NULL, dropped INTEGER NOT NULL,"
         " reasons VARCHAR NOT NULL)"
+    )
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {INCOMPLETE_TABLE} (node_id VARCHAR PRIMARY KEY,"
+        " contract_id VARCHAR NOT NULL, seat_id VARCHAR, project_id VARCHAR,"
+        " reason VARCHAR NOT NULL)"
     )
 
 
@@ -564,16 +576,16 @@ class MemoryStore:
             return {}
         with connect(self.derived_db) as con:
             old = read_built(con, wanted)
-            if not old:
-                return {}
             con.execute("BEGIN TRANSACTION")
-            for table in (MEMORY_TABLE, QUALITY_TABLE):
+            for table in (MEMORY_TABLE, QUALITY_TABLE, INCOMPLETE_TABLE):
                 if table_exists(con, table):
                     con.execute(
                         f"DELETE FROM {table} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
                         [wanted],
                     )
             con.execute("COMMIT")
+        if not old:
+            return {}
         by_contract: dict[str, set[str]] = defaultdict(set)
         for nid, built in old.items():
             by_contract[built.contract_id].add(nid)
@@ -601,12 +613,36 @@ class MemoryStore:
         for cid in sorted(contract_ids - alive):
             self.vectors.drop(memory_collection_name(cid))
 
+    def mark_incomplete(self, marks: list[tuple[Placement, str]], settled: list[str]) -> None:
+        """Record the nodes a build left incomplete (with why), and clear the marks of the
+        nodes it settled otherwise (built, current or deleted)."""
+        marked = {p.node_id for p, _ in marks}
+        cleared = sorted(set(settled) | marked)
+        if not cleared:
+            return
+        with connect(self.derived_db) as con:
+            self._ensure(con)
+            con.execute("BEGIN TRANSACTION")
+            con.execute(
+                f"DELETE FROM {INCOMPLETE_TABLE} WHERE node_id IN (SELECT unnest(?::VARCHAR[]))",
+                [cleared],
+            )
+            insert_rows(
+                con,
+                f"INSERT INTO {INCOMPLETE_TABLE}",
+                [
+                    (p.node_id, p.contract_id, p.seat_id, p.project_id, reason)
+                    for p, reason in sorted(marks, key=lambda m: m[0].node_id)
+                ],
+            )
+            con.execute("COMMIT")
+
     def clear(self) -> None:
         """Drop the whole memory tree (a from-scratch rebuild; not atomic for readers)."""
         with connect(self.derived_db) as con:
             self._ensure(con)
-            con.execute(f"DELETE FROM {MEMORY_TABLE}")
-            con.execute(f"DELETE FROM {QUALITY_TABLE}")
+            for table in (MEMORY_TABLE, QUALITY_TABLE, INCOMPLETE_TABLE):
+                con.execute(f"DELETE FROM {table}")
         for name in self.vectors.list_names():
             if name.startswith(f"{COLLECTION_PREFIX}-"):
                 self.vectors.drop(name)

@@ -121,7 +121,14 @@ class AskResponse(BaseModel):
         " outside the context)."
     )
     unsupported: bool = Field(description="Nothing in the context backs the answer.")
-    warning: str = Field("", description="Why the answer must not be passed on as fact.")
+    warning: str = Field(
+        "", description="Why the answer must not be passed on as fact, or may miss something."
+    )
+    incomplete: list[str] = Field(
+        default_factory=list,
+        description="Node ids of the scope whose last memory build failed: the answer may miss"
+        " what they should hold.",
+    )
     retrieved: dict[str, list[str]] = Field(description="Node ids per retriever.")
     cost: QueryCostOut
     context: dict[str, list[dict[str, Any]]] | None = Field(

@@ -45,6 +45,7 @@ from hltm.query.retrieve import (
     retrieve,
 )
 from hltm.query.scope import (
+    LEVELS,
     Identity,
     Scope,
     narrow,
@@ -110,6 +111,9 @@ class QueryResult:
     cost: QueryCost = field(default_factory=QueryCost)
     context: dict[str, list[dict]] = field(default_factory=dict)
     mapped_citations: dict[str, list[str]] = field(default_factory=dict)  # document id → nodes
+    # Nodes of the scope the last memory build left incomplete (a failed build, or a child's):
+    # the answer may miss what they should hold.
+    incomplete: list[str] = field(default_factory=list)
 
     @property
     def unsupported(self) -> bool:
@@ -127,14 +131,17 @@ class QueryResult:
 
     @property
     def warning(self) -> str:
-        if not self.unsupported:
-            return ""
-        if not self.dropped_citations:
-            return "unsupported answer: it cites nothing from the retrieved context"
-        return (
-            f"unsupported answer: all {len(self.dropped_citations)} citation(s) named nodes"
-            " outside the retrieved context and were dropped"
-        )
+        warnings = []
+        if self.incomplete:
+            warnings.append(incomplete_memory(self.incomplete))
+        if self.unsupported and not self.dropped_citations:
+            warnings.append("unsupported answer: it cites nothing from the retrieved context")
+        elif self.unsupported:
+            warnings.append(
+                f"unsupported answer: all {len(self.dropped_citations)} citation(s) named nodes"
+                " outside the retrieved context and were dropped"
+            )
+        return "; ".join(warnings)
 
     def as_dict(self, with_context: bool = False) -> dict[str, Any]:
         out = {
@@ -155,6 +162,7 @@ class QueryResult:
             "status": self.status,
             "unsupported": self.unsupported,
             "warning": self.warning,
+            "incomplete": self.incomplete,
             "retrieved": self.retrieved,
             "cost": self.cost.as_dict(),
         }
@@ -203,6 +211,15 @@ def context_documents(nodes: dict[str, Any], context_ids: list[str]) -> dict[str
     return {
         doc: next(levels[lvl] for lvl in order if lvl in levels) for doc, levels in by_level.items()
     }
+
+
+def incomplete_memory(node_ids: list[str]) -> str:
+    shown = ", ".join(node_ids[:5]) + (" …" if len(node_ids) > 5 else "")
+    return (
+        f"the memory is incomplete: the last build of {len(node_ids)} node(s) in this scope"
+        f" failed ({shown}); their last good versions, if any, are answered from until a"
+        " refresh succeeds"
+    )
 
 
 def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
@@ -317,6 +334,7 @@ class QueryEngine:
         # Reads go through the in-memory tree index: a connection is opened only when the file
         # changed, for milliseconds, and never held across the LLM calls.
         scope = self.scope_for(identity, within)
+        result.incomplete = self._incomplete(scope)
         memory = self._memory(scope, config.levels)
         # A resolved scope holds nodes by construction; only a depth filter can empty it.
         empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
@@ -339,9 +357,18 @@ class QueryEngine:
                 "retrieval_config": config.as_dict(),
             }
             self.query_log.write(result, llm.backend_name, llm.model, extra, wait_s=self.db_wait_s)
-        if result.unsupported:  # the caller shows the warning; the log keeps it for servers
+        if result.warning:  # the caller shows the warning; the log keeps it for servers
             logger.info("%s: %s", result.query_id, result.warning)
         return result
+
+    def _incomplete(self, scope: Scope) -> list[str]:
+        """The scope's nodes the last build left incomplete; for a scope with no stored node
+        (its first build failed), the marks carrying the identity's own id."""
+        marks = self.tree.snapshot(self.db_wait_s).incomplete
+        if scope.empty:
+            column = LEVELS.index(scope.level)  # marks hold (contract, seat, project, reason)
+            return sorted(n for n, mark in marks.items() if mark[column] == scope.identity.id)
+        return sorted(n for n, (c, s, p, _) in marks.items() if scope.admits(c, s, p))
 
     def _new_result(self, identity: Identity, question: str, channel: str) -> QueryResult:
         return QueryResult(
@@ -366,6 +393,8 @@ class QueryEngine:
     def _no_memory(self, result: QueryResult, scope: Scope) -> None:
         result.no_memory = True
         result.answer = NO_MEMORY_ANSWER.format(scope=scope.identity)
+        if result.incomplete:  # a failed build is not an empty memory
+            result.answer = f"No answer: {incomplete_memory(result.incomplete)}."
         result.rationale = "The permitted subtree holds no memory nodes; nothing was retrieved."
 
     def parse(self, question: str, llm: LLM | None = None) -> tuple[str, list[dict[str, str]]]:

@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from hltm.memory.store import INCOMPLETE_TABLE
 from hltm.query.scope import MEMORY_TABLE
 from hltm.warehouse import connect
 
@@ -110,6 +111,9 @@ class TreeSnapshot:
     )
     # (column, id) → the ids of the nodes carrying that id in that column.
     members: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # Nodes the last build left incomplete (`memory_incomplete`): node id → (contract_id,
+    # seat_id, project_id, reason). Some have no row (a first build that failed).
+    incomplete: dict[str, tuple[str, str | None, str | None, str]] = field(default_factory=dict)
     # Which of its index's snapshots this is (grows with every re-read): caches derived from the
     # tree (`hltm.query.boundary.SubtreeVectors`) are keyed by it and pruned when it moves.
     generation: int = 0
@@ -127,7 +131,13 @@ class TreeSnapshot:
             ).fetchone()
         except duckdb.CatalogException:
             return None
-        return tuple(row) if row else None
+        try:
+            marks = con.execute(
+                f"SELECT count(*), bit_xor(hash(node_id, reason)) FROM {INCOMPLETE_TABLE}"
+            ).fetchone()
+        except duckdb.CatalogException:  # a store written before the marks existed
+            marks = None
+        return (*(row or ()), *(marks or ()))
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection, generation: int = 0) -> TreeSnapshot:
@@ -155,7 +165,14 @@ class TreeSnapshot:
                 if value:
                     paths[(column, value)].add(path)
                     members[(column, value)].append(node_id)
-        return cls(rows, dict(paths), dict(members), generation)
+        try:
+            marks = con.execute(
+                f"SELECT node_id, contract_id, seat_id, project_id, reason FROM {INCOMPLETE_TABLE}"
+            ).fetchall()
+        except duckdb.CatalogException:
+            marks = []
+        incomplete = {m[0]: (m[1], m[2] or None, m[3] or None, m[4]) for m in marks}
+        return cls(rows, dict(paths), dict(members), incomplete, generation)
 
 
 class TreeIndex:
