@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.settings import E5_ONNX_BACKEND, Settings
+from hltm.settings import E5_ONNX_BACKEND, Settings, realdata_dir
 from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -28,6 +29,26 @@ TINY_WORLD = WorldSize(
 # runs on one worker, so each is built and embedded once per run, not once per worker. They are
 # the heaviest work units, so they start first, and the rest fills in around them.
 SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources")
+
+
+# CI has the public real-data sets and sets this, so a test that needs them can never skip there.
+REQUIRE_REALDATA = "HLTM_REQUIRE_REALDATA"
+
+
+def require_realdata(*names: str) -> Path:
+    """The real-data folder holding `names`; without them the test skips with one line naming
+    the folder and where the sets come from (fails instead under `HLTM_REQUIRE_REALDATA=1`)."""
+    folder = realdata_dir()
+    missing = [name for name in names if not (folder / name).is_file()]
+    if missing:
+        message = (
+            f"needs the public real data: {', '.join(missing)} not in {folder} (set HLTM_REALDATA"
+            " to the folder; README 'Public real data' says where each set comes from)"
+        )
+        if os.environ.get(REQUIRE_REALDATA) == "1":
+            pytest.fail(f"{REQUIRE_REALDATA}=1 and the test {message}", pytrace=False)
+        pytest.skip(message)
+    return folder
 
 
 @pytest.fixture(scope="session")
