@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from assets import ACCEPTED_BETA_WARNINGS
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
@@ -110,6 +111,13 @@ def loaded_world(world_files: Path, settings: Settings) -> Settings:
     report = ingest_directory(world_files, settings.sources_db)
     assert report.quarantined == 0, report.summary()
     return settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest resets warning filters around each test: it gets the code location's accepted
+    beta warnings (`assets/__init__.py`) as its own filters."""
+    for message in ACCEPTED_BETA_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:dagster.BetaWarning")
 
 
 def _group(item: pytest.Item, sharing: dict[Path, str]) -> str:

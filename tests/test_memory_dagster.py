@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
+from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
 from assets.sources import source_tables
 from hltm.memory.scenarios import change_project, move_project, read_world, remove_project
 from hltm.memory.store import read_built
@@ -290,3 +290,11 @@ def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
     assert again.success
     # Content-addressed: a current tree has nothing to rebuild unless it was dropped first.
     assert len(again.get_asset_materialization_events()) == (total if from_scratch else 0)
+    # Every memory check is evaluated by the run that wrote the store, even one that built nothing.
+    for run in (first, again):
+        evaluated = {
+            e.asset_check_evaluation_data.check_name
+            for e in run.all_events
+            if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        }
+        assert evaluated == {c for d in MEMORY_CHECKS for c in (k.name for k in d.check_keys)}
