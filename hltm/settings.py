@@ -267,6 +267,12 @@ def mask(value: object) -> str:
     return f"*** ({len(str(value))} chars)" if value else "-"
 
 
+# Where a user without the folder learns what each public set is and where to fetch it.
+REALDATA_SOURCES_HINT = (
+    "README, 'Try it on real data', lists each public set and where it comes from"
+)
+
+
 def realdata_dir() -> Path:
     """The public real data sets (`HLTM_REALDATA`), else ``../shared/realdata`` beside the
     repository, where CI has them."""

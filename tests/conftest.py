@@ -12,7 +12,7 @@ from assets import ACCEPTED_BETA_WARNINGS
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.settings import E5_ONNX_BACKEND, Settings, realdata_dir
+from hltm.settings import E5_ONNX_BACKEND, REALDATA_SOURCES_HINT, Settings, realdata_dir
 from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -44,7 +44,7 @@ def require_realdata(*names: str) -> Path:
     if missing:
         message = (
             f"needs the public real data: {', '.join(missing)} not in {folder} (set HLTM_REALDATA"
-            " to the folder; README 'Public real data' says where each set comes from)"
+            f" to the folder; {REALDATA_SOURCES_HINT})"
         )
         if os.environ.get(REQUIRE_REALDATA) == "1":
             pytest.fail(f"{REQUIRE_REALDATA}=1 and the test {message}", pytrace=False)

@@ -214,7 +214,8 @@ _REALDATA_OPTION = click.option(
     "--realdata",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder with the realdata files (default: $HLTM_REALDATA or ../shared/realdata).",
+    help="Folder with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata;"
+    " the README's 'Try it on real data' says where each set comes from).",
 )
 
 

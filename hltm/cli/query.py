@@ -258,7 +258,10 @@ def eval_memory(
         click.echo(f"\nwrote {json_path}")
 
 
-_REALDATA_HELP = "Directory with the real data sets (default: ../shared/realdata beside the repo)."
+_REALDATA_HELP = (
+    "Directory with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata"
+    " beside the repository; the README's 'Try it on real data' says where each set comes from)."
+)
 _KEEP_HELP = "Keep the evaluation's data directory here (its embedding cache makes reruns fast)."
 
 
