@@ -145,6 +145,9 @@ def serve(
         if isinstance(err.code, str):
             fail(err.code)
         raise
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the interrupt it shut down on
+    click.echo("query endpoint stopped")
 
 
 @click.group()
