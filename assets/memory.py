@@ -333,7 +333,11 @@ def refresh_memories(
         at = [r for r in reports if r.level == level]
         counts = {s: sum(1 for r in at if r.status == s) for s in ("built", "current", "failed")}
         context.log.info(f"{level} level: {counts}")
-    yield from materializations
+    # Level by level (the build interleaves them): each parent's materialization is then newer
+    # than every child's, which Dagster's staleness (by timestamp, across all partitions of the
+    # level below) needs to show a freshly built tree as synced.
+    level_of = {key: level for level, key in ASSET_KEYS.items()}
+    yield from sorted(materializations, key=lambda m: LEVELS.index(level_of[m.asset_key]))
     vectors = platform.vectors
     if not vectors.host:  # deleted items leave Chroma's log too
         compact_chroma_log(Path(vectors.path))

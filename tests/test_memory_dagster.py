@@ -279,6 +279,9 @@ def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
     world = read_world(memory_world.sources_db)
     total = len(world.projects) + len(world.seats) + len(world.contracts)
     assert len(first.get_asset_materialization_events()) == total
+    # parents after every child (Dagster's staleness compares times across the whole level)
+    levels = [e.asset_key.path[0] for e in first.get_asset_materialization_events()]
+    assert levels == sorted(levels, key=["project_memory", "seat_memory", "contract_memory"].index)
     again = job.execute_in_process(
         instance=instance,
         run_config={
