@@ -170,6 +170,16 @@ def test_the_workers_port_is_refused_when_another_program_holds_it() -> None:
         assert second.getsockname() == first.getsockname()  # the workers share the port
 
 
+def _wait_until_healthy(base: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+
+
 def test_serve_runs_one_engine_per_worker_process_on_one_port(
     built_world: BuiltWorld,  # noqa: F811
 ) -> None:
@@ -187,13 +197,7 @@ def test_serve_runs_one_engine_per_worker_process_on_one_port(
     server.start()
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        _wait_until_healthy(base)
         _, token = create_token(
             built_world.settings.derived_db, Identity("seat", built_world.seats()[0])
         )
@@ -301,13 +305,7 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_0(
     command = [str(hltm), "serve", "--workers", "2", "--port", str(port)]
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        _wait_until_healthy(f"http://127.0.0.1:{port}")
         os.killpg(server.pid, signal.SIGINT)  # what Ctrl-C does
         out, err = server.communicate(timeout=60)
     finally:
