@@ -14,6 +14,7 @@ import click
 
 from hltm.cli import dagster_home, settings
 from hltm.cli.demo import build_memory, calibrate_all, print_summary, run_step
+from hltm.warehouse import connect
 
 ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 
@@ -49,9 +50,12 @@ def refresh(budget: int, workers: int) -> None:
     ]
     print_summary(steps)
     shown = next(iter(vacancy_ids(cfg.sources_db)), "VACANCY_ID")
+    with connect(cfg.sources_db, read_only=True) as con:
+        row = con.execute("SELECT min(contract_id) FROM contracts").fetchone()
+    contract = row[0] if row and row[0] else "CONTRACT_ID"
     click.echo(
         f"\nnext: .venv/bin/hltm judge show {shown}   (a ranking with its evidence)\n"
-        '      .venv/bin/hltm ask --contract CONTRACT_ID "Which roles do we usually hire for?"\n'
+        f'      .venv/bin/hltm ask --contract {contract} "Which roles do we usually hire for?"\n'
         "      make ui   (the runs above, under Jobs and in the timeline)"
     )
 
