@@ -228,9 +228,12 @@ CORE_FIELD_ENV = {
     "embeddings_backend": "HLTM_EMBEDDINGS",
     "embedding_model": "HLTM_EMBEDDING_MODEL",
 }
+# Set by CI (`.ci/run`): a test that needs the real-data folder fails instead of skipping.
+REQUIRE_REALDATA_ENV = "HLTM_REQUIRE_REALDATA"
 CORE_ENV_NAMES = (
     *(name for name in CORE_FIELD_ENV.values() if name.startswith("HLTM_")),
     "HLTM_REALDATA",
+    REQUIRE_REALDATA_ENV,
 )
 
 

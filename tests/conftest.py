@@ -12,7 +12,13 @@ from assets import ACCEPTED_BETA_WARNINGS
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.settings import E5_ONNX_BACKEND, REALDATA_SOURCES_HINT, Settings, realdata_dir
+from hltm.settings import (
+    E5_ONNX_BACKEND,
+    REALDATA_SOURCES_HINT,
+    REQUIRE_REALDATA_ENV,
+    Settings,
+    realdata_dir,
+)
 from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -32,10 +38,6 @@ TINY_WORLD = WorldSize(
 SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources")
 
 
-# CI has the public real-data sets and sets this, so a test that needs them can never skip there.
-REQUIRE_REALDATA = "HLTM_REQUIRE_REALDATA"
-
-
 def require_realdata(*names: str) -> Path:
     """The real-data folder holding `names`; without them the test skips with one line naming
     the folder and where the sets come from (fails instead under `HLTM_REQUIRE_REALDATA=1`)."""
@@ -46,8 +48,8 @@ def require_realdata(*names: str) -> Path:
             f"needs the public real data: {', '.join(missing)} not in {folder} (set HLTM_REALDATA"
             f" to the folder; {REALDATA_SOURCES_HINT})"
         )
-        if os.environ.get(REQUIRE_REALDATA) == "1":
-            pytest.fail(f"{REQUIRE_REALDATA}=1 and the test {message}", pytrace=False)
+        if os.environ.get(REQUIRE_REALDATA_ENV) == "1":
+            pytest.fail(f"{REQUIRE_REALDATA_ENV}=1 and the test {message}", pytrace=False)
         pytest.skip(message)
     return folder
 

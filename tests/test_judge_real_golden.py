@@ -12,8 +12,8 @@ import pytest
 from hltm.embeddings import make_embedder
 from hltm.judge.golden import check_pins
 from hltm.judge.golden_real import REAL_DIR, RealDataMissing, label_pair, load_real_golden
-from hltm.settings import Settings
-from tests.conftest import REQUIRE_REALDATA, require_realdata
+from hltm.settings import REQUIRE_REALDATA_ENV, Settings
+from tests.conftest import require_realdata
 
 SOURCES = ("resumes_livecareer.csv", "postings_linkedin_en.csv", "vacancies_hh_ru.csv")
 
@@ -61,9 +61,9 @@ def test_missing_realdata_skips_and_the_ci_guard_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HLTM_REALDATA", str(tmp_path))
-    monkeypatch.delenv(REQUIRE_REALDATA, raising=False)
+    monkeypatch.delenv(REQUIRE_REALDATA_ENV, raising=False)
     with pytest.raises(pytest.skip.Exception, match=f"not in {tmp_path}"):
         require_realdata(SOURCES[0])
-    monkeypatch.setenv(REQUIRE_REALDATA, "1")
-    with pytest.raises(pytest.fail.Exception, match=REQUIRE_REALDATA):
+    monkeypatch.setenv(REQUIRE_REALDATA_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=REQUIRE_REALDATA_ENV):
         require_realdata(SOURCES[0])
