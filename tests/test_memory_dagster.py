@@ -116,7 +116,7 @@ def test_code_location_loads() -> None:
     dg.Definitions.validate_loadable(definitions.defs)
     repo = definitions.defs.get_repository_def()
     assert {"refresh_memory_tree", "rebuild_memory_tree"} <= {j.name for j in repo.get_all_jobs()}
-    sensor = definitions.defs.get_sensor_def("source_changes")
+    sensor = definitions.defs.resolve_sensor_def("source_changes")
     assert "refresh_memory_tree" in {j.name for j in sensor.jobs}
 
 
