@@ -236,6 +236,12 @@ def map_columns(table: Table, names: Iterable[str]) -> tuple[dict[str, str], lis
     return mapping, [n for n in names if n not in mapping.values()]
 
 
+def _most_first(row: tuple[str | None, int]) -> tuple[int, bool, str]:
+    """Value counts, most frequent first, then by value, undetected (None) last among equals."""
+    value, count = row
+    return -count, value is None, value or ""
+
+
 def on_schema(
     table: Table,
     read: FileRead,
@@ -270,7 +276,7 @@ def on_schema(
             detected = frame[source].map_elements(detect_language, return_dtype=pl.Utf8)
             counts = ", ".join(
                 f"{value or 'undetectable'} {n:,}"
-                for value, n in sorted(detected.value_counts().rows(), key=lambda r: -r[1])
+                for value, n in sorted(detected.value_counts().rows(), key=_most_first)
             )
             report.notes.append(
                 f"{file}: no {column.name} column, detected from {column.detected_from}: {counts}"
