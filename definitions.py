@@ -42,4 +42,7 @@ defs = dg.Definitions(
     sensors=[source_changes, *JUDGE_SENSORS],
     schedules=[*JUDGE_SCHEDULES, *ANALYSIS_SCHEDULES],
     resources=build_resources(Settings.from_env()),
+    # One process per run: DuckDB has one writer and embedded Chroma one process, and a run the
+    # CLI executes (in its own process) runs the same way as one the UI launches.
+    executor=dg.in_process_executor,
 )

@@ -318,15 +318,32 @@ def refresh_memories(
     counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}
     run = f"{context.run_id[:8]} ({context.job_name})"
     node_ids = [*state["projects"], *state["seats"], *state["contracts"]]
+    # A parent's materialization must be newer than every child's across the whole level below
+    # (Dagster's staleness compares timestamps over all partitions of the level below), and the
+    # build interleaves levels: a seat or contract is held until every node below it settled.
+    pending: dict[str, list[dg.AssetMaterialization]] = {level: [] for level in LEVELS}
+    expected = {level: len(state[f"{level}s"]) for level in LEVELS}
+
+    def ready(final: bool = False) -> Iterator[dg.AssetMaterialization]:
+        for i, level in enumerate(LEVELS):
+            below = LEVELS[:i]
+            if final or all(sum(counts[b].values()) >= expected[b] for b in below):
+                yield from pending[level]
+                pending[level] = []
+            else:
+                return
+
     for report in builder.build_reports(node_ids):
         counts[report.level][report.status] += 1
         partition = _partition_key(report.node_id)
         if report.status == "built":
-            yield dg.AssetMaterialization(
-                asset_key=ASSET_KEYS[report.level],
-                partition=partition,
-                metadata=node_metadata(report),
-                description=f"rebuilt by {run}",
+            pending[report.level].append(
+                dg.AssetMaterialization(
+                    asset_key=ASSET_KEYS[report.level],
+                    partition=partition,
+                    metadata=node_metadata(report),
+                    description=f"rebuilt by {run}",
+                )
             )
         elif report.status == "failed":
             error = report.error or f"{report.node_id} failed"
@@ -340,12 +357,16 @@ def refresh_memories(
             )
         elif report.status == "deleted":
             context.log.info(f"purged {report.node_id}: it is no longer in the sources")
+        yield from ready()
+    yield from ready(final=True)
     for level in LEVELS:
         shown = {s: counts[level][s] for s in ("built", "current", "failed")}
         context.log.info(f"{level} level: {shown}")
     vectors = platform.vectors
     if not vectors.host:  # deleted items leave Chroma's log too
         compact_chroma_log(Path(vectors.path))
+    for evaluation in memory_check_evaluations(platform):  # the checks of what this run wrote
+        context.log_event(evaluation)
     if failures:
         raise dg.Failure(
             description=f"{len(failures)} memory node(s) failed; their previous versions were"
@@ -379,49 +400,40 @@ rebuild_memory_tree = memory_refresh_graph.to_job(
 # ---- checks ------------------------------------------------------------------------------------
 
 
-def _degraded_check(level: str) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=ASSET_KEYS[level],
-        name=f"{level}_memories_not_degraded",
-        description=f"Flags {level} nodes that are empty (no facet, no QA pair), whose build "
-        "dropped more of the model's items than it kept (unknown ids, too little support, "
-        "echoed prompt examples), or whose facets all cite the same full set of sources (no "
-        "evidence of provenance: the model copied the allowed ids).",
-    )
-    def _check(platform: PlatformResource) -> dg.AssetCheckResult:
-        derived_db = platform.derived_db.path
-        if not derived_db.exists():
-            return dg.AssetCheckResult(passed=True, description="no memory store yet")
+def degraded_evaluation(platform: PlatformResource, level: str) -> dg.AssetCheckEvaluation:
+    """`{level}_memories_not_degraded` on the store as it is."""
+    derived_db = platform.derived_db.path
+    bad = []
+    if derived_db.exists():
         with connect(derived_db) as con:
             bad = degraded_nodes(con, level)
-        return dg.AssetCheckResult(
-            passed=not bad,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=(
-                f"{len(bad)} degraded {level} node(s); first: {bad[0].node_id} {bad[0].why}"
-                if bad
-                else f"no degraded {level} node"
+    return dg.AssetCheckEvaluation(
+        asset_key=ASSET_KEYS[level],
+        check_name=f"{level}_memories_not_degraded",
+        passed=not bad,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            f"{len(bad)} degraded {level} node(s); first: {bad[0].node_id} {bad[0].why}"
+            if bad
+            else f"no degraded {level} node"
+            if derived_db.exists()
+            else "no memory store yet"
+        ),
+        metadata={
+            "degraded_nodes": len(bad),
+            "examples": dg.MetadataValue.json(
+                [{"node_id": b.node_id, "why": b.why, "dropped": b.reasons} for b in bad[:20]]
             ),
-            metadata={
-                "degraded_nodes": len(bad),
-                "examples": dg.MetadataValue.json(
-                    [{"node_id": b.node_id, "why": b.why, "dropped": b.reasons} for b in bad[:20]]
-                ),
-            },
-        )
-
-    return _check
+        },
+    )
 
 
-@dg.asset_check(
-    asset=ASSET_KEYS["contract"],
-    description="The vector index and the stored nodes agree: no orphan items (crash "
-    "leftovers that take nearest-neighbour slots), no node with missing items (a lost or new "
-    "Chroma). The next full refresh (`rebuild_memory_tree`) sweeps and re-indexes.",
-)
-def memory_store_consistent(platform: PlatformResource) -> dg.AssetCheckResult:
+def consistency_evaluation(platform: PlatformResource) -> dg.AssetCheckEvaluation:
+    """`memory_store_consistent` on the store as it is."""
     found = MemoryStore(platform.derived_db.path, platform.vectors.get()).check()
-    return dg.AssetCheckResult(
+    return dg.AssetCheckEvaluation(
+        asset_key=ASSET_KEYS["contract"],
+        check_name="memory_store_consistent",
         passed=found.clean,
         severity=dg.AssetCheckSeverity.WARN,
         description=found.describe(),
@@ -432,6 +444,50 @@ def memory_store_consistent(platform: PlatformResource) -> dg.AssetCheckResult:
             "first_nodes_missing_items": dg.MetadataValue.json(found.incomplete[:20]),
         },
     )
+
+
+def memory_check_evaluations(platform: PlatformResource) -> list[dg.AssetCheckEvaluation]:
+    """Every memory check, as the memory jobs log them at the end of each run."""
+    return [
+        *(degraded_evaluation(platform, level) for level in LEVELS),
+        consistency_evaluation(platform),
+    ]
+
+
+def _as_result(evaluation: dg.AssetCheckEvaluation) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        passed=evaluation.passed,
+        severity=evaluation.severity,
+        description=evaluation.description,
+        metadata=evaluation.metadata,
+    )
+
+
+def _degraded_check(level: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=ASSET_KEYS[level],
+        name=f"{level}_memories_not_degraded",
+        description=f"Flags {level} nodes that are empty (no facet, no QA pair), whose build "
+        "dropped more of the model's items than it kept (unknown ids, too little support, "
+        "echoed prompt examples), or whose facets all cite the same full set of sources (no "
+        "evidence of provenance: the model copied the allowed ids). Also evaluated at the end "
+        "of every memory job's run.",
+    )
+    def _check(platform: PlatformResource) -> dg.AssetCheckResult:
+        return _as_result(degraded_evaluation(platform, level))
+
+    return _check
+
+
+@dg.asset_check(
+    asset=ASSET_KEYS["contract"],
+    description="The vector index and the stored nodes agree: no orphan items (crash "
+    "leftovers that take nearest-neighbour slots), no node with missing items (a lost or new "
+    "Chroma). The next full refresh (`rebuild_memory_tree`) sweeps and re-indexes. Also "
+    "evaluated at the end of every memory job's run.",
+)
+def memory_store_consistent(platform: PlatformResource) -> dg.AssetCheckResult:
+    return _as_result(consistency_evaluation(platform))
 
 
 MEMORY_CHECKS = [*(_degraded_check(level) for level in LEVELS), memory_store_consistent]

@@ -178,3 +178,53 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
 
     def check_run_worker_health(self, run: dg.DagsterRun) -> CheckRunHealthResult:
         return worker_health(self._instance, run)
+
+
+# ---- runs of the code location, started outside the webserver ----------------------------------
+
+# The code location's module and its `Definitions` variable, as `workspace.yaml` loads them.
+LOCATION_MODULE, LOCATION_DEFS = "definitions", "defs"
+
+
+def located_job(root: Path, job_name: str) -> tuple[Any, Any]:
+    """The job `job_name` of the code location at `root`, reconstructable (so a run of it can be
+    re-executed), and its origin as the webserver knows it (from `workspace.yaml`): a run created
+    with that origin is listed under its job, in the timeline and in its assets' history."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+    from dagster._core.definitions.repository_definition.valid_definitions import (
+        SINGLETON_REPOSITORY_NAME,
+    )
+    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    repository = ReconstructableRepository.for_module(LOCATION_MODULE, LOCATION_DEFS, str(root))
+    (location,) = WorkspaceFileTarget([str(root / "workspace.yaml")]).create_origins()
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
+    return repository.get_reconstructable_job(job_name), origin
+
+
+def execute_located(
+    instance: dg.DagsterInstance,
+    job: Any,
+    origin: Any,
+    run_config: Mapping[str, Any],
+    tags: Mapping[str, str],
+    asset_selection: list[dg.AssetKey] | None = None,
+) -> Any:
+    """Create a run of `job` with the code location's `origin` on `instance` and execute it in
+    this process, as Dagster's own run worker (`dagster api execute_run`) does: the run is the
+    code location's, without the cost of a code server and a worker process."""
+    from dagster._core.execution.api import execute_run
+
+    if asset_selection:
+        job = job.get_subset(asset_selection=set(asset_selection))
+    definition = job.get_definition()
+    run = instance.create_run_for_job(
+        job_def=definition,
+        run_config=run_config,
+        tags={**definition.tags, **tags},
+        asset_selection=frozenset(asset_selection) if asset_selection else None,
+        remote_job_origin=origin,
+        job_code_origin=job.get_python_origin(),
+    )
+    return execute_run(job, run, instance)

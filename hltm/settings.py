@@ -241,27 +241,45 @@ STATS_ENV = {
 API_ENV = {
     "token": EnvVar("HLTM_TOKEN", str, "the caller's token for `hltm mcp` over stdio", True),
 }
-# Read by `Settings.from_env` above (add a new one here too: tests check the list is complete).
+# The variable `Settings.from_env` reads for each core field (add a new field here too: tests
+# check every field has one), so `hltm settings` can say which values came from the environment.
+CORE_FIELD_ENV = {
+    "data_dir": "HLTM_DATA_DIR",
+    "chroma_host": "CHROMA_HOST",
+    "chroma_port": "CHROMA_PORT",
+    "llm_backend": "HLTM_LLM_BACKEND",
+    "llm_model": "HLTM_LLM_MODEL",
+    "judge_model": "HLTM_JUDGE_MODEL",
+    "reasoning_effort": "HLTM_REASONING_EFFORT",
+    "openai_base_url": "OPENAI_BASE_URL",
+    "openai_api_key": "OPENAI_API_KEY",
+    "llm_timeout_s": "HLTM_LLM_TIMEOUT_S",
+    "llm_idle_timeout_s": "HLTM_LLM_IDLE_TIMEOUT_S",
+    "llm_stream": "HLTM_LLM_STREAM",
+    "llm_task_timeouts": "HLTM_LLM_TASK_TIMEOUTS",
+    "llm_max_retries": "HLTM_LLM_MAX_RETRIES",
+    "llm_timeout_backoff_s": "HLTM_LLM_TIMEOUT_BACKOFF_S",
+    "llm_temperature": "HLTM_LLM_TEMPERATURE",
+    "llm_seed": "HLTM_LLM_SEED",
+    "llm_max_tokens_cap": "HLTM_LLM_MAX_TOKENS",
+    "llm_concurrency": "HLTM_LLM_CONCURRENCY",
+    "embeddings_backend": "HLTM_EMBEDDINGS",
+    "embedding_model": "HLTM_EMBEDDING_MODEL",
+}
+# Set by CI (`.ci/run`): a test that needs the real-data folder fails instead of skipping.
+REQUIRE_REALDATA_ENV = "HLTM_REQUIRE_REALDATA"
 CORE_ENV_NAMES = (
-    "HLTM_DATA_DIR",
-    "HLTM_LLM_BACKEND",
-    "HLTM_LLM_MODEL",
-    "HLTM_JUDGE_MODEL",
-    "HLTM_REASONING_EFFORT",
-    "HLTM_LLM_TIMEOUT_S",
-    "HLTM_LLM_TASK_TIMEOUTS",
-    "HLTM_LLM_MAX_RETRIES",
-    "HLTM_LLM_TIMEOUT_BACKOFF_S",
-    "HLTM_LLM_TEMPERATURE",
-    "HLTM_LLM_SEED",
-    "HLTM_LLM_MAX_TOKENS",
-    "HLTM_LLM_CONCURRENCY",
-    "HLTM_LLM_IDLE_TIMEOUT_S",
-    "HLTM_LLM_STREAM",
+    *(name for name in CORE_FIELD_ENV.values() if name.startswith("HLTM_")),
     "HLTM_REALDATA",
-    "HLTM_EMBEDDINGS",
-    "HLTM_EMBEDDING_MODEL",
+    REQUIRE_REALDATA_ENV,
 )
+
+
+def set_in_env(name: str) -> bool:
+    """Whether variable `name` is set (an empty value counts as unset, as everywhere here)."""
+    return _env(name) is not None
+
+
 COMPONENT_ENV = {
     "judge": {**JUDGE_ENV, "cron": JUDGE_CRON},
     "probe": PROBE_ENV,
@@ -288,6 +306,12 @@ def read_env(table: dict[str, EnvVar]) -> dict[str, Any]:
 def mask(value: object) -> str:
     """A secret shown by its length only (never a prefix: tokens share one)."""
     return f"*** ({len(str(value))} chars)" if value else "-"
+
+
+# Where a user without the folder learns what each public set is and where to fetch it.
+REALDATA_SOURCES_HINT = (
+    "README, 'Try it on real data', lists each public set and where it comes from"
+)
 
 
 def realdata_dir() -> Path:

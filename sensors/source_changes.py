@@ -148,7 +148,6 @@ LEVEL_JOBS = [
     dg.define_asset_job(
         f"materialize_{level}_memory",
         selection=[ASSET_KEYS[level]],
-        partitions_def=PARTITIONS[level],
         description=f"Materialize chosen {level} memory partitions (the sensor uses the ordered"
         " `refresh_memory_tree` instead).",
     )

@@ -3,14 +3,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from assets import ACCEPTED_BETA_WARNINGS
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.settings import E5_ONNX_BACKEND, Settings
+from hltm.settings import (
+    E5_ONNX_BACKEND,
+    REALDATA_SOURCES_HINT,
+    REQUIRE_REALDATA_ENV,
+    Settings,
+    realdata_dir,
+)
 from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
 
@@ -28,6 +36,22 @@ TINY_WORLD = WorldSize(
 # runs on one worker, so each is built and embedded once per run, not once per worker. They are
 # the heaviest work units, so they start first, and the rest fills in around them.
 SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources")
+
+
+def require_realdata(*names: str) -> Path:
+    """The real-data folder holding `names`; without them the test skips with one line naming
+    the folder and where the sets come from (fails instead under `HLTM_REQUIRE_REALDATA=1`)."""
+    folder = realdata_dir()
+    missing = [name for name in names if not (folder / name).is_file()]
+    if missing:
+        message = (
+            f"needs the public real data: {', '.join(missing)} not in {folder} (set HLTM_REALDATA"
+            f" to the folder; {REALDATA_SOURCES_HINT})"
+        )
+        if os.environ.get(REQUIRE_REALDATA_ENV) == "1":
+            pytest.fail(f"{REQUIRE_REALDATA_ENV}=1 and the test {message}", pytrace=False)
+        pytest.skip(message)
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +117,13 @@ def loaded_world(world_files: Path, settings: Settings) -> Settings:
     return settings
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest resets warning filters around each test: it gets the code location's accepted
+    beta warnings (`assets/__init__.py`) as its own filters."""
+    for message in ACCEPTED_BETA_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:dagster.BetaWarning")
+
+
 def _group(item: pytest.Item, sharing: dict[Path, str]) -> str:
     marker = item.get_closest_marker("xdist_group")
     if marker is not None:
@@ -140,3 +171,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"--dist loadgroup: {len(lost)} tests lost their xdist group (first: {lost[0]}); "
             "this pytest / pytest-xdist pair ignores groups (pytest-dev/pytest-xdist#1386)"
         )
+
+
+@pytest.fixture
+def cli_jobs_from(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`use(defs)`: the CLI's runs (`hltm.cli.demo.run_job`) execute `defs`' jobs in process on
+    the persistent instance, on this test's stores; the code location's module would bind the
+    first test's stores for the whole session. `test_cli_runs` covers the location's origin."""
+    from hltm import dagster_instance
+
+    def use(defs) -> None:  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(
+            dagster_instance, "located_job", lambda root, name: (defs.resolve_job_def(name), None)
+        )
+        monkeypatch.setattr(
+            dagster_instance,
+            "execute_located",
+            lambda instance, job, origin, config, tags, selection=None: job.execute_in_process(
+                instance=instance,
+                run_config=config,
+                tags=tags,
+                asset_selection=selection,
+                raise_on_error=False,
+            ),
+        )
+
+    return use

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import demo, main
+from hltm.cli import main
 from hltm.judge.calibration import calibrate_vacancies, store_calibrations
 from hltm.judge.data import load_vacancies
 from hltm.judge.service import JudgeEnv, judge_all
@@ -144,7 +146,11 @@ def _raw_hits(settings: Settings) -> dict[str, set[str]]:
 
 
 def test_a_deleted_project_and_resume_leave_no_trace(
-    tiny_world: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_world: Path,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_jobs_from: Callable[[dg.Definitions], None],
 ) -> None:
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
@@ -153,7 +159,7 @@ def test_a_deleted_project_and_resume_leave_no_trace(
     _plant(settings)
     harness = make_harness(settings, support_threshold=0.0, min_support=1)
     # The runs `hltm delete` starts, on this test's stores (`definitions` binds the first's).
-    monkeypatch.setattr(demo, "load_definitions", lambda: harness.defs)
+    cli_jobs_from(harness.defs)
     _, runs = harness.tick_and_run()
     assert runs and all(r.success for r in runs)
     ask(settings, f"seat:{SEAT}", "Which programme did the hiring manager name?")

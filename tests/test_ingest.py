@@ -192,3 +192,45 @@ def test_deleting_an_unknown_id_names_it_whole(settings: Settings) -> None:
     result = CliRunner().invoke(main, ["delete", "project", "does-not-exist"])
     assert result.exit_code == 1
     assert result.output.strip() == "error: no project with id 'does-not-exist'"
+
+
+def _real_resumes_without_language(src: Path) -> None:
+    """The livecareer rows (no language column) and one Russian resume text beside them."""
+    real = pl.read_csv(Path(__file__).parent / "fixtures/ingest/resumes_livecareer.csv")
+    russian = pl.read_csv(Path(__file__).parent / "fixtures/ingest/vacancies_hh_ru.csv")
+    extra = pl.DataFrame(
+        {
+            "ID": ["ru-1", "digits"],
+            "Category": ["IT", "IT"],
+            "Resume_text": [russian["snippet_requirement"][0], "2019 2020 2021"],
+        }
+    )
+    pl.concat([real.cast(pl.Utf8), extra]).write_csv(src / "resumes.csv")
+
+
+def test_resume_language_is_detected_when_the_export_has_no_such_column(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    _real_resumes_without_language(src)
+    report = ingest_directory(src, tmp_path / "sources.duckdb")
+    with connect(tmp_path / "sources.duckdb") as con:
+        languages = dict(con.execute("SELECT resume_id, language FROM resumes").fetchall())
+        held = con.execute("SELECT row_key, reason FROM quarantine").fetchall()
+    assert languages == {"10554236": "en", "10674770": "en", "11163645": "en", "ru-1": "ru"}
+    # a text with no letters tells no language: held with its reason, never guessed
+    assert held == [("digits", "bad value: missing value for required column 'language'")]
+    (notes,) = [t.notes for t in report.tables]
+    assert any(
+        "no language column, detected from text: en 3, ru 1, undetectable 1" in n for n in notes
+    )
+
+
+def test_a_given_language_fills_a_missing_column(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    _real_resumes_without_language(src)
+    report = ingest_directory(src, tmp_path / "sources.duckdb", defaults={"language": "en"})
+    with connect(tmp_path / "sources.duckdb") as con:
+        languages = {r[0] for r in con.execute("SELECT language FROM resumes").fetchall()}
+    assert report.quarantined == 0 and report.loaded == 5 and languages == {"en"}
+    assert "every row gets 'en'" in " ".join(report.tables[0].notes)

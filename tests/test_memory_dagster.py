@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
+from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
 from assets.sources import source_tables
 from hltm.memory.scenarios import change_project, move_project, read_world, remove_project
 from hltm.memory.store import read_built
@@ -121,7 +121,7 @@ def test_code_location_loads() -> None:
     dg.Definitions.validate_loadable(definitions.defs)
     repo = definitions.defs.get_repository_def()
     assert {"refresh_memory_tree", "rebuild_memory_tree"} <= {j.name for j in repo.get_all_jobs()}
-    sensor = definitions.defs.get_sensor_def("source_changes")
+    sensor = definitions.defs.resolve_sensor_def("source_changes")
     assert "refresh_memory_tree" in {j.name for j in sensor.jobs}
 
 
@@ -284,6 +284,9 @@ def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
     world = read_world(memory_world.sources_db)
     total = len(world.projects) + len(world.seats) + len(world.contracts)
     assert len(first.get_asset_materialization_events()) == total
+    # parents after every child (Dagster's staleness compares times across the whole level)
+    levels = [e.asset_key.path[0] for e in first.get_asset_materialization_events()]
+    assert levels == sorted(levels, key=["project_memory", "seat_memory", "contract_memory"].index)
     again = job.execute_in_process(
         instance=instance,
         run_config={
@@ -295,3 +298,11 @@ def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
     assert again.success
     # Content-addressed: a current tree has nothing to rebuild unless it was dropped first.
     assert len(again.get_asset_materialization_events()) == (total if from_scratch else 0)
+    # Every memory check is evaluated by the run that wrote the store, even one that built nothing.
+    for run in (first, again):
+        evaluated = {
+            e.asset_check_evaluation_data.check_name
+            for e in run.all_events
+            if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        }
+        assert evaluated == {c for d in MEMORY_CHECKS for c in (k.name for k in d.check_keys)}

@@ -5,13 +5,14 @@ gone from every row of the memory store and every item of every Chroma collectio
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import demo, main
+from hltm.cli import main
 from hltm.memory.scenarios import _ingest, read_world
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
@@ -107,7 +108,10 @@ def test_canary_is_gone_after_deletion(memory_world: Settings, what: str) -> Non
 
 
 def test_a_deleted_project_is_never_answered_once_the_delete_returns(
-    memory_world: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    memory_world: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_jobs_from: Callable[[dg.Definitions], None],
 ) -> None:
     """No daemon runs. A reader that was already serving (the engine `hltm serve` and MCP
     share) asks right after `hltm delete project` returns: the project has no memory, and its
@@ -116,7 +120,7 @@ def test_a_deleted_project_is_never_answered_once_the_delete_returns(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     harness = make_harness(memory_world)
     # The run `hltm delete` starts, on this test's stores (`definitions` binds the first's).
-    monkeypatch.setattr(demo, "load_definitions", lambda: harness.defs)
+    cli_jobs_from(harness.defs)
     world = read_world(memory_world.sources_db)
     pid = sorted(world.projects)[1]
     seat = world.projects[pid]

@@ -23,6 +23,7 @@ from hltm.realdata.postings import (
     salary_matches,
     text_states,
 )
+from hltm.settings import Settings
 
 ROWS = json.loads((Path(__file__).parent / "fixtures/memory/realdata_rows.json").read_text())
 
@@ -346,3 +347,16 @@ def test_work_format_is_the_jobs_own_arrangement_one_value(text: str, mode: str)
     are not the job's, and a sentence naming both ways of working is hybrid."""
     facets = _facets(_payload("p", "Analyst", [("d", "job_description", text)]))
     assert facets["work_mode"] == [mode]
+
+
+def test_eval_without_the_real_sets_names_the_folder_and_their_sources(
+    tmp_path: Path, settings: Settings
+) -> None:
+    from click.testing import CliRunner
+
+    from hltm.cli import main
+
+    out = CliRunner().invoke(main, ["eval", "facets", "--data", str(tmp_path), "--limit", "1"])
+    assert out.exit_code == 1
+    assert f"{tmp_path}/postings_linkedin_en.csv not found" in out.output
+    assert "lists each public set and where it comes from" in out.output

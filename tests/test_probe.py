@@ -220,5 +220,5 @@ def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:
         resources=build_resources(settings, judge=JudgeSettingsResource()),
     )
     dg.Definitions.validate_loadable(defs)
-    schedule = defs.get_schedule_def("recall_probe_schedule")
+    schedule = defs.resolve_schedule_def("recall_probe_schedule")
     assert schedule.cron_schedule == "0 4 1 * *"  # 04:00 on the 1st: the month just ended

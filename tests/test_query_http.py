@@ -170,6 +170,16 @@ def test_the_workers_port_is_refused_when_another_program_holds_it() -> None:
         assert second.getsockname() == first.getsockname()  # the workers share the port
 
 
+def _wait_until_healthy(base: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+
+
 def test_serve_runs_one_engine_per_worker_process_on_one_port(
     built_world: BuiltWorld,  # noqa: F811
 ) -> None:
@@ -187,13 +197,7 @@ def test_serve_runs_one_engine_per_worker_process_on_one_port(
     server.start()
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        _wait_until_healthy(base)
         _, token = create_token(
             built_world.settings.derived_db, Identity("seat", built_world.seats()[0])
         )
@@ -284,3 +288,30 @@ def test_a_worker_over_its_share_of_connections_closes_the_one_it_answers_on() -
 
     assert headers_sent(40) == [(b"a", b"1"), (b"connection", b"close")]
     assert headers_sent(22) == [(b"a", b"1")]
+
+
+def test_ctrl_c_stops_serve_with_one_line_and_exit_0(
+    built_world: BuiltWorld,  # noqa: F811
+) -> None:
+    """Ctrl-C in a terminal interrupts every process of its group: one line, exit status 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    port = _free_port()
+    env = {**os.environ, "HLTM_DATA_DIR": str(built_world.settings.data_dir)}
+    hltm = Path(sys.executable).parent / "hltm"
+    command = [str(hltm), "serve", "--workers", "2", "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        _wait_until_healthy(f"http://127.0.0.1:{port}")
+        os.killpg(server.pid, signal.SIGINT)  # what Ctrl-C does
+        out, err = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    assert server.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "failed" not in err
+    assert out.splitlines()[-1] == "query endpoint stopped"

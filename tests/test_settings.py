@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from hltm.settings import COMPONENT_ENV, CORE_ENV_NAMES, read_env
+from hltm.settings import COMPONENT_ENV, CORE_ENV_NAMES, CORE_FIELD_ENV, Settings, read_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_DIRS = ("hltm", "assets", "resources", "sensors")
@@ -21,6 +22,10 @@ _READS_ENV = re.compile(r"os\.environ|getenv")
 def _code_files() -> list[Path]:
     files = [p for d in CODE_DIRS for p in (ROOT / d).rglob("*.py")]
     return [*files, ROOT / "definitions.py"]
+
+
+def test_every_core_setting_names_its_variable() -> None:
+    assert set(CORE_FIELD_ENV) == {f.name for f in fields(Settings)}
 
 
 def test_every_hltm_variable_is_read_in_settings_and_listed() -> None:
@@ -89,6 +94,8 @@ def test_settings_command_prints_the_effective_configuration(
     monkeypatch.setenv("HLTM_TOKEN", secret_token)
     monkeypatch.setenv("HLTM_JUDGE_WORKERS", "3")
     monkeypatch.setenv("HLTM_JUDGE_BUGDET", "10")  # a typo
+    monkeypatch.setenv("HLTM_LLM_MAX_TOKENS", "4096")
+    monkeypatch.delenv("HLTM_LLM_MODEL", raising=False)
     out = CliRunner().invoke(main, ["settings"])
     assert out.exit_code == 0, out.output
     assert secret_key not in out.output and secret_token not in out.output
@@ -96,6 +103,10 @@ def test_settings_command_prints_the_effective_configuration(
     assert re.search(r"HLTM_JUDGE_BUDGET\s+3000 \(default\)", out.output)
     assert re.search(r"openai_api_key\s+\*\*\*", out.output)
     assert str(tmp_path) in out.output
+    # the core section says where each value came from, and a token *count* is no secret
+    assert re.search(r"llm_max_tokens_cap\s+4096 \(env\)", out.output)
+    assert re.search(r"data_dir\s+\S+ \(env\)", out.output)
+    assert re.search(r"llm_model\s+gpt-4o-mini \(default\)", out.output)
     assert "HLTM_JUDGE_BUGDET is set but no setting reads it" in out.output
 
     as_json = json.loads(CliRunner().invoke(main, ["settings", "--json"]).stdout)

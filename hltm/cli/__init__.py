@@ -45,9 +45,9 @@ def dagster_home_command() -> None:
 
 
 def _register() -> None:
-    from hltm.cli import analysis, api, demo, judge, query, sources
+    from hltm.cli import analysis, api, demo, judge, query, refresh, sources
 
-    for module in (sources, demo, query, analysis, judge, api):
+    for module in (sources, refresh, demo, query, analysis, judge, api):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -10,7 +10,8 @@ import click
 
 from hltm.cli import fail, settings
 
-_SECRET_WORDS = ("key", "token", "secret", "password")
+# Words that make a field a secret (whole words of its name: `llm_max_tokens_cap` is not one).
+_SECRET_WORDS = {"key", "token", "secret", "password"}
 
 
 def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
@@ -20,14 +21,25 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
     from hltm.analysis.report import ReportSettings
     from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
     from hltm.patterns import PatternSettings
-    from hltm.settings import COMPONENT_ENV, DEFAULT_JUDGE_CRON, mask, read_env
+    from hltm.settings import (
+        COMPONENT_ENV,
+        CORE_FIELD_ENV,
+        DEFAULT_JUDGE_CRON,
+        mask,
+        read_env,
+        set_in_env,
+    )
 
     core = settings()
     out: dict[str, dict[str, dict[str, Any]]] = {"core": {}}
     for f in fields(core):
         value = getattr(core, f.name)
-        secret = any(word in f.name for word in _SECRET_WORDS)
-        out["core"][f.name] = {"value": mask(value) if secret else _shown(value)}
+        secret = bool(_SECRET_WORDS & set(f.name.split("_")))
+        out["core"][f.name] = {
+            "value": mask(value) if secret else _shown(value),
+            "source": "env" if set_in_env(CORE_FIELD_ENV[f.name]) else "default",
+            "help": CORE_FIELD_ENV[f.name],
+        }
     judge_defaults = {
         "budget": DEFAULT_BUDGET,
         "workers": DEFAULT_WORKERS,

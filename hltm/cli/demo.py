@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,26 +52,27 @@ def run_job(  # type: ignore[no-untyped-def]
     name: str,
     run_config: dict | None = None,
     tags: dict | None = None,
+    asset_selection: list | None = None,
+    partition_key: str | None = None,
     fail_on_error: bool = True,
-    **options: Any,
 ):
-    """Execute a job of the code location in-process on the persistent instance (`options`:
-    `partition_key`, `asset_selection`, … of `execute_in_process`); a failed run exits with
-    its steps' reasons, or is returned as it is (`fail_on_error=False`). Dagster's console
-    shows nothing below CRITICAL: a failure is printed once, as each failed step's own line,
-    not as the event log's stack traces (`dagster dev` keeps them)."""
+    """Run a job of the code location on the persistent instance, in this process: a run of the
+    code location (`hltm.dagster_instance.execute_located`), listed under its job in the UI and
+    re-executable there. A failed run exits with its steps' reasons, or is returned as it is
+    (`fail_on_error=False`). Dagster's console shows nothing below CRITICAL: a failure is
+    printed once, as each failed step's own line, not as the event log's stack traces
+    (`dagster dev` keeps them)."""
     import dagster as dg
 
-    defs = load_definitions()
+    from hltm.dagster_instance import execute_located, fail_dead_runs, located_job
 
+    load_definitions()  # the code location importable (its root on sys.path)
+    job, origin = located_job(Path(hltm.__file__).resolve().parent.parent, name)
     config = {**QUIET_RUN, **(run_config or {})}
-    from hltm.dagster_instance import fail_dead_runs
-
+    run_tags = {**(tags or {}), **({"dagster/partition": partition_key} if partition_key else {})}
     with dg.DagsterInstance.get() as instance:
         fail_dead_runs(instance)  # a run killed earlier must not stay STARTED
-        result = defs.resolve_job_def(name).execute_in_process(
-            instance=instance, run_config=config, tags=tags, raise_on_error=False, **options
-        )
+        result = execute_located(instance, job, origin, config, run_tags, asset_selection)
     if fail_on_error and not result.success:
         reasons = (
             step_failures(result)
@@ -102,7 +104,55 @@ def step_failures(result: Any) -> list[str]:
     return lines
 
 
-def _step(title: str, fn: Callable[[], str]) -> str:
+def build_memory(job_name: str, run_config: dict | None = None) -> str:
+    """Run a memory job (`rebuild_memory_tree`, or `refresh_memory_tree` as the sensor does)
+    and say what it built and what it cost."""
+    result = run_job(job_name, run_config)
+    built: dict[str, int] = {}
+    totals = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "embedding_calls": 0}
+    for event in result.get_asset_materialization_events():
+        level = event.asset_key.to_user_string().removesuffix("_memory")
+        built[level] = built.get(level, 0) + 1
+        metadata = event.materialization.metadata
+        for key in totals:
+            totals[key] += int(metadata[key].value) if key in metadata else 0
+    if not built:
+        return "already current: nothing to rebuild"
+    nodes = ", ".join(f"{built.get(level, 0)} {level}" for level in ("project", "seat", "contract"))
+    return (
+        f"built {nodes} nodes; {totals['llm_calls']} LLM calls, "
+        f"{totals['prompt_tokens'] + totals['completion_tokens']} tokens (o200k_base), "
+        f"{totals['embedding_calls']} texts embedded"
+    )
+
+
+def calibrate_all() -> str:
+    """Run `calibrate_vacancies` over every vacancy and say what memory proposed."""
+    from hltm.judge.calibration import load_calibrations
+
+    run_job("calibrate_vacancies")
+    calibrations = load_calibrations(settings().derived_db)
+    proposed = sum(len(c.proposals) for c in calibrations.values())
+    settled = sum(len(c.skipped) for c in calibrations.values())
+    shown = next((c for c in calibrations.values() if c.proposals), None)
+    lines = [
+        f"{len(calibrations)} vacancies: {proposed} soft items proposed from memory,"
+        f" {settled} usual values left out because the vacancy already settles them"
+    ]
+    if shown is not None:
+        lines.append(f"{shown.vacancy_id}: {shown.sentence()}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    title: str
+    seconds: float
+    cpu_seconds: float
+
+
+def run_step(title: str, fn: Callable[[], str]) -> StepTime:
+    """Print a step's title, then what it did, with its wall and CPU time."""
     click.secho(f"▶ {title}", bold=True)
     started, cpu_started = time.perf_counter(), time.process_time()
     text = fn()
@@ -111,7 +161,17 @@ def _step(title: str, fn: Callable[[], str]) -> str:
         "\n".join(f"  {line}" for line in text.splitlines())
         + f"  [{seconds:.1f}s, {cpu:.1f} CPU-s]"
     )
-    return f"{title}: {text.splitlines()[0] if text else ''}"
+    return StepTime(title, seconds, cpu)
+
+
+def print_summary(steps: list[StepTime]) -> None:
+    """Where the time went, step by step (what each step did is printed above it)."""
+    click.secho("\nSummary", bold=True)
+    width = max(len(s.title) for s in steps)
+    for step in steps:
+        click.echo(f"  {step.title:<{width}}  {step.seconds:6.1f} s  {step.cpu_seconds:6.1f} CPU-s")
+    wall, cpu = sum(s.seconds for s in steps), sum(s.cpu_seconds for s in steps)
+    click.echo(f"  {'total':<{width}}  {wall:6.1f} s  {cpu:6.1f} CPU-s")
 
 
 @click.command()
@@ -144,56 +204,23 @@ def demo(seed: int, size: str) -> None:
             e.asset_key.to_user_string(): e.materialization.metadata
             for e in result.get_asset_materialization_events()
         }
-        found = meta["query_patterns"]["queries"].value
+        found = int(meta["query_patterns"]["queries"].value)
         hints = meta["memory_hints"]["hints_version"].value
-        return (
-            f"{found} logged queries mined: no pattern has the minimum support yet, so the memory"
-            f" is built with the released hints {hints} (query_patterns → memory_hints)"
-        )
-
-    def memory() -> str:
-        from assets.memory import rebuild_memory_tree
-
-        result = run_job(rebuild_memory_tree.name)
-        built: dict[str, int] = {}
-        totals = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "embedding_calls": 0}
-        for event in result.get_asset_materialization_events():
-            level = event.asset_key.to_user_string().removesuffix("_memory")
-            built[level] = built.get(level, 0) + 1
-            metadata = event.materialization.metadata
-            for key in totals:
-                totals[key] += int(metadata[key].value) if key in metadata else 0
-        if not built:
-            return "already current: nothing to rebuild"
-        nodes = ", ".join(
-            f"{built.get(level, 0)} {level}" for level in ("project", "seat", "contract")
+        release = (
+            f"with the released hints {hints}"
+            if hints and hints != "none"
+            else "without hints (none released yet)"
         )
         return (
-            f"built {nodes} nodes; {totals['llm_calls']} LLM calls, "
-            f"{totals['prompt_tokens'] + totals['completion_tokens']} tokens (o200k_base), "
-            f"{totals['embedding_calls']} texts embedded"
+            f"mined {found} logged {'query' if found == 1 else 'queries'}: no pattern has the"
+            f" minimum support yet, so the memory is built {release} (query_patterns →"
+            " memory_hints)"
         )
 
     def ask() -> str:
         from hltm.query.demo import demo_question
 
         return demo_question(cfg)
-
-    def calibrate() -> str:
-        from hltm.judge.calibration import load_calibrations
-
-        run_job("calibrate_vacancies")
-        calibrations = load_calibrations(cfg.derived_db)
-        proposed = sum(len(c.proposals) for c in calibrations.values())
-        settled = sum(len(c.skipped) for c in calibrations.values())
-        shown = next((c for c in calibrations.values() if c.proposals), None)
-        lines = [
-            f"{len(calibrations)} vacancies: {proposed} soft items proposed from memory,"
-            f" {settled} usual values left out because the vacancy already settles them"
-        ]
-        if shown is not None:
-            lines.append(f"{shown.vacancy_id}: {shown.sentence()}")
-        return "\n".join(lines)
 
     def judge() -> str:
         from hltm.cli.judge import demo_judge
@@ -236,19 +263,24 @@ def demo(seed: int, size: str) -> None:
             ]
         )
 
-    summary = [
-        _step("sample world → sources.duckdb", sources),
-        _step("observe sources in Dagster", observe),
-        _step("adaptation: mine the query log for patterns → memory hints", patterns),
-        _step("memory tree: projects → seats → contracts (Dagster: rebuild_memory_tree)", memory),
-        _step("a cited answer from the memory, scoped to one seat", ask),
-        _step("calibrate every vacancy from its recruiter's memory (no LLM call)", calibrate),
-        _step("judge and rank every vacancy (union pool → judge → gate → journal)", judge),
-        _step("evaluate: golden set, memory, statistics, recall probe (small settings)", evaluate),
+    steps = [
+        run_step("sample world → sources.duckdb", sources),
+        run_step("observe sources in Dagster", observe),
+        run_step("adaptation: mine the query log for patterns → memory hints", patterns),
+        run_step(
+            "memory tree: projects → seats → contracts (Dagster: rebuild_memory_tree)",
+            lambda: build_memory("rebuild_memory_tree"),
+        ),
+        run_step("a cited answer from the memory, scoped to one seat", ask),
+        run_step(
+            "calibrate every vacancy from its recruiter's memory (no LLM call)", calibrate_all
+        ),
+        run_step("judge and rank every vacancy (union pool → judge → gate → journal)", judge),
+        run_step(
+            "evaluate: golden set, memory, statistics, recall probe (small settings)", evaluate
+        ),
     ]
-    click.secho("\nSummary", bold=True)
-    for line in summary:
-        click.echo(f"  • {line}")
+    print_summary(steps)
     click.echo(
         "\nEvery asset of the graph is materialised. Open the UI: make ui   (or DAGSTER_HOME="
         f"{home} .venv/bin/dagster dev -w workspace.yaml; then http://127.0.0.1:3000)"

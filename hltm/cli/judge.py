@@ -53,7 +53,8 @@ def run_judge(
         "rejudge_failed": rejudge_failed,
     }
     result = run_job("judge_refresh", {"ops": {"judge_all_vacancies": {"config": config}}})
-    return dict(result.output_for_node("judge_all_vacancies"))
+    with result:  # the op's output is read back through the run's IO manager
+        return dict(result.output_for_node("judge_all_vacancies"))
 
 
 def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
@@ -102,8 +103,12 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
         f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs: "
         f"{totals['judged']} judged, {totals['cached']} cached, {totals['failed']} failed, "
         f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
-        f"{totals['tokens']} tokens; {totals['published']} rankings published,"
-        f" {totals['held']} held (the live ranking was more complete)"
+        f"{totals['tokens']} tokens; {totals['published']} rankings published"
+        + (
+            f", {totals['held']} held (the live ranking was more complete)"
+            if totals["held"]
+            else ""
+        )
     ]
     if shown:
         lines.append(calibration_line(shown))
@@ -232,7 +237,8 @@ _REALDATA_OPTION = click.option(
     "--realdata",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder with the realdata files (default: $HLTM_REALDATA or ../shared/realdata).",
+    help="Folder with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata;"
+    " the README's 'Try it on real data' says where each set comes from).",
 )
 
 

@@ -146,6 +146,9 @@ def serve(
         if isinstance(err.code, str):
             fail(err.code)
         raise
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the interrupt it shut down on
+    click.echo("query endpoint stopped")
 
 
 @click.group()
@@ -259,7 +262,10 @@ def eval_memory(
         click.echo(f"\nwrote {json_path}")
 
 
-_REALDATA_HELP = "Directory with the real data sets (default: ../shared/realdata beside the repo)."
+_REALDATA_HELP = (
+    "Directory with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata"
+    " beside the repository; the README's 'Try it on real data' says where each set comes from)."
+)
 _KEEP_HELP = "Keep the evaluation's data directory here (its embedding cache makes reruns fast)."
 
 

@@ -11,6 +11,7 @@ from hltm.cli import dagster_home, fail, settings
 from hltm.memory.tree import Plan
 from hltm.sources.generator import SIZES, generate_world
 from hltm.sources.ingest import ingest_directory
+from hltm.sources.schema import LANGUAGES
 
 
 @click.command()
@@ -57,13 +58,21 @@ def observe_sources() -> None:
     help="Text encoding of the CSV / JSONL files (e.g. cp1251); lines that do not decode are "
     "quarantined with their line number.",
 )
-def ingest(directory: Path, encoding: str) -> None:
+@click.option(
+    "--language",
+    type=click.Choice(LANGUAGES),
+    default=None,
+    help="The language of every resume whose file has no language column (default: detected "
+    "from each resume's text).",
+)
+def ingest(directory: Path, encoding: str, language: str | None) -> None:
     """Load DIRECTORY (CSV / Parquet / JSONL files named after their table) into the sources.
 
     Bad rows go to the `quarantine` table with their reason and line; the summary is printed
     whatever happened. Exits non-zero when nothing could be loaded or a table failed."""
+    defaults = {"language": language} if language else None
     try:
-        report = ingest_directory(directory, settings().sources_db, encoding=encoding)
+        report = ingest_directory(directory, settings().sources_db, encoding, defaults)
     except (FileNotFoundError, LookupError) as err:
         fail(str(err))
     click.echo(report.summary())
@@ -73,6 +82,11 @@ def ingest(directory: Path, encoding: str) -> None:
         fail(f"{len(report.failed)} table(s) failed: {', '.join(t.table for t in report.failed)}")
     if report.loaded == 0:
         fail(f"nothing could be loaded from {directory}")
+    if report.changed:
+        click.echo(
+            "next: .venv/bin/hltm refresh   (memory tree, calibrations, judge scores and rankings"
+            " of what changed; or start the UI, whose sensors do the same: make ui)"
+        )
     sys.exit(0)
 
 

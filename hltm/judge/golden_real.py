@@ -47,7 +47,7 @@ from hltm.judge.data import Requirement, Resume, Vacancy, resume_content_hash
 from hltm.judge.golden import GOLDEN_DIR, GoldenSet, K, cosine_pins, file_sha256, golden_vectors
 from hltm.judge.golden_freeze import label_counts, write_manifest, write_snapshot
 from hltm.judge.title_eval import designation_spans
-from hltm.settings import realdata_dir
+from hltm.settings import REALDATA_SOURCES_HINT, realdata_dir
 
 __all__ = [
     "INDEED_DIR",
@@ -81,7 +81,8 @@ def _source(realdata: Path, name: str) -> Path:
     if not path.is_file():
         raise RealDataMissing(
             f"{path} not found: the real golden set reads its texts from the realdata folder"
-            " (set HLTM_REALDATA or pass --realdata; default ../shared/realdata)"
+            " (set HLTM_REALDATA or pass --realdata; default ../shared/realdata); "
+            + REALDATA_SOURCES_HINT
         )
     return path
 

@@ -352,8 +352,15 @@ def serve(
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        for process in processes:
-            process.start()
+        # Ctrl-C reaches every process of the terminal's group: the workers start with SIGINT
+        # ignored (uvicorn still shuts down gracefully on it), and this process stops them, so an
+        # interrupt is one clean stop instead of a traceback per worker.
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for process in processes:
+                process.start()
+        finally:
+            signal.signal(signal.SIGINT, interrupt)
         for process in processes:
             process.join()
     except KeyboardInterrupt:

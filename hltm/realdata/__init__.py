@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hltm.memory import RefreshReport, builder_from_settings
-from hltm.settings import Settings, realdata_dir
+from hltm.settings import REALDATA_SOURCES_HINT, Settings, realdata_dir
 from hltm.sources.ingest import ingest_directory
 from hltm.sources.report import IngestReport
 
@@ -34,7 +34,8 @@ def realdata_file(name: str, directory: Path | str | None = None) -> Path:
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found: the real-data evaluations read ../shared/realdata/ beside the "
-            "repository (or $HLTM_REALDATA, or the directory given with --data)"
+            "repository (or $HLTM_REALDATA, or the directory given with --data); "
+            + REALDATA_SOURCES_HINT
         )
     return path
 

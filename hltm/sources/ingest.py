@@ -36,7 +36,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -159,7 +159,11 @@ def _quarantine(
 
 
 def _load_table(
-    con: duckdb.DuckDBPyConnection, table: Table, reads: list[FileRead], report: TableReport
+    con: duckdb.DuckDBPyConnection,
+    table: Table,
+    reads: list[FileRead],
+    report: TableReport,
+    defaults: Mapping[str, str] | None = None,
 ) -> None:
     unreadable = [u for r in reads for u in r.unreadable]
     report.read = sum(r.frame.height for r in reads) + sum(1 for u in unreadable if u.line)
@@ -174,7 +178,9 @@ def _load_table(
         ],
         report,
     )
-    frames = [on_schema(table, r, r.frame[FILE][0], report) for r in reads if r.frame.height]
+    frames = [
+        on_schema(table, r, r.frame[FILE][0], report, defaults) for r in reads if r.frame.height
+    ]
     if not frames:
         return
     frame = pl.concat(frames, how="vertical_relaxed")
@@ -268,9 +274,13 @@ def find_table_files(src_dir: Path) -> tuple[dict[str, list[Path]], list[str]]:
 
 
 def ingest_directory(
-    src_dir: Path | str, sources_db: Path | str, encoding: str = "utf-8"
+    src_dir: Path | str,
+    sources_db: Path | str,
+    encoding: str = "utf-8",
+    defaults: Mapping[str, str] | None = None,
 ) -> IngestReport:
-    """Load every table file of `src_dir`; one table's failure never stops the others."""
+    """Load every table file of `src_dir`; one table's failure never stops the others.
+    `defaults`: a value for a column no file has (e.g. `{"language": "en"}`)."""
     started = datetime.now(UTC)
     src_dir = Path(src_dir)
     if not src_dir.is_dir():
@@ -300,7 +310,7 @@ def ingest_directory(
                     table_report.notes.append(f"{path.name}: {what} to load")
             con.execute("BEGIN TRANSACTION")
             try:
-                _load_table(con, table, reads, table_report)
+                _load_table(con, table, reads, table_report, defaults)
                 con.execute("COMMIT")
             except Exception as err:  # noqa: BLE001 - reported per table; the others still load
                 con.execute("ROLLBACK")

@@ -7,13 +7,14 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from hltm.sources.language import detect_language
 from hltm.sources.report import TableReport
 from hltm.sources.schema import Table
 
@@ -250,33 +251,61 @@ def map_columns(table: Table, names: Iterable[str]) -> tuple[dict[str, str], lis
     return mapping, [n for n in names if n not in mapping.values()]
 
 
-def on_schema(table: Table, read: FileRead, file: str, report: TableReport) -> pl.DataFrame:
+def _most_first(row: tuple[str | None, int]) -> tuple[int, bool, str]:
+    """Value counts, most frequent first, then by value, undetected (None) last among equals."""
+    value, count = row
+    return -count, value is None, value or ""
+
+
+def on_schema(
+    table: Table,
+    read: FileRead,
+    file: str,
+    report: TableReport,
+    defaults: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
     """The file's rows under the schema's column names, with a `__missing` reason when a
-    required column is absent, defaults for absent defaulted columns, nulls for absent optional."""
+    required column is absent. An absent column gets the caller's default (`defaults`, e.g.
+    `hltm ingest --language en`), else the schema's, else a value detected from another column
+    (`Column.detected_from`), else nulls; each such choice is noted in the report."""
     frame = read.frame
+    defaults = defaults or {}
     mapping, unused = map_columns(table, [c for c in frame.columns if not c.startswith("__")])
     renamed = [f"'{src}' as {dst}" for dst, src in mapping.items() if src != dst]
     if renamed:
         report.notes.append(f"{file}: read column {', '.join(renamed)}")
     if unused:
         report.notes.append(f"{file}: ignored column(s) {', '.join(unused)} (not in the schema)")
-    missing = [c for c in table.columns if c.name not in mapping and c.required and not c.default]
+    exprs = {
+        c.name: pl.col(src).alias(c.name) for c in table.columns if (src := mapping.get(c.name))
+    }
+    for column in table.columns:
+        if column.name in exprs or not frame.height:
+            continue
+        given = defaults.get(column.name) or column.default
+        source = mapping.get(column.detected_from or "")
+        if given:
+            report.notes.append(f"{file}: no {column.name} column, every row gets '{given}'")
+            exprs[column.name] = pl.lit(given, dtype=pl.Utf8).alias(column.name)
+        elif source is not None:
+            detected = frame[source].map_elements(detect_language, return_dtype=pl.Utf8)
+            counts = ", ".join(
+                f"{value or 'undetectable'} {n:,}"
+                for value, n in sorted(detected.value_counts().rows(), key=_most_first)
+            )
+            report.notes.append(
+                f"{file}: no {column.name} column, detected from {column.detected_from}: {counts}"
+                f" (--{column.name.replace('_', '-')} sets one value for every row)"
+            )
+            exprs[column.name] = pl.lit(detected).alias(column.name)
+    missing = [c for c in table.columns if c.name not in exprs and c.required]
     if missing and frame.height:
         accepted = "; ".join(f"{c.name}: {', '.join((c.name, *c.aliases))}" for c in missing)
         report.notes.append(
             f"{file}: MISSING required column(s) {', '.join(c.name for c in missing)}:"
             f" all {frame.height} rows quarantined (accepted names — {accepted})"
         )
-    exprs = []
-    for column in table.columns:
-        if column.name in mapping:
-            exprs.append(pl.col(mapping[column.name]).alias(column.name))
-        else:
-            if column.default and frame.height:
-                report.notes.append(
-                    f"{file}: no {column.name} column, every row gets '{column.default}'"
-                )
-            exprs.append(pl.lit(column.default, dtype=pl.Utf8).alias(column.name))
+    columns = [exprs.get(c.name, pl.lit(None, dtype=pl.Utf8).alias(c.name)) for c in table.columns]
     nested = pl.concat_str(
         [
             pl.lit("|"),
@@ -291,7 +320,7 @@ def on_schema(table: Table, read: FileRead, file: str, report: TableReport) -> p
     )
     reason = f"missing required column: {', '.join(c.name for c in missing)}" if missing else None
     return frame.select(
-        *exprs,
+        *columns,
         nested.alias(NESTED),
         pl.lit(reason, dtype=pl.Utf8).alias("__missing"),
         pl.col(LINE),

@@ -61,7 +61,9 @@ class Column:
 
     `aliases`: other header names a user's export commonly has for it (matched after
     lower-casing and turning spaces and dashes into underscores); `default`: the value when the
-    whole column is absent from a file; `is_id`: the table's key or a reference to another's."""
+    whole column is absent from a file; `detected_from`: the column whose text the value is
+    detected from when the whole column is absent (`hltm.sources.language`); `is_id`: the table's
+    key or a reference to another's."""
 
     name: str
     sql_type: str  # DuckDB type
@@ -71,6 +73,7 @@ class Column:
     aliases: tuple[str, ...] = ()
     max_chars: int = MAX_SHORT_TEXT_CHARS
     default: str | None = None
+    detected_from: str | None = None
     is_id: bool = False
 
 
@@ -165,7 +168,13 @@ TABLES: tuple[Table, ...] = (
             _id("resume_id", "id", "candidate_id", "cv_id"),
             Column("headline", "VARCHAR", required=False, aliases=("title", "position")),
             _document("text", "resume_text", "resume_str", "resume", "cv_text", "body", "content"),
-            Column("language", "VARCHAR", choices=LANGUAGES, aliases=("lang", "locale")),
+            Column(
+                "language",
+                "VARCHAR",
+                choices=LANGUAGES,
+                aliases=("lang", "locale"),
+                detected_from="text",
+            ),
             Column("layer", "VARCHAR", choices=LAYERS, default="active"),
             _ts("updated_at", "updated", "modified_at"),
         ),

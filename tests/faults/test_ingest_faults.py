@@ -176,26 +176,29 @@ def test_oversized_document_is_quarantined_not_truncated(tmp_path: Path) -> None
         assert table_counts(con)["project_documents"] == 1
 
 
-def test_a_real_export_is_mapped_and_the_summary_names_the_missing_column(tmp_path: Path):
+def test_a_real_export_is_mapped_and_the_summary_names_what_it_lacked(tmp_path: Path):
     """The livecareer export as it comes (`ID, Category, Resume_text`): the id and text columns
-    are recognised; `language` is what it lacks, and the summary says so, not only the
-    quarantine table. With a `language` column added, it loads."""
+    are recognised; `language`, which it lacks, is detected from each resume's text, and the
+    summary says so. With a `language` column added, that column is read instead."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "resumes.csv").write_bytes((FIXTURES / "resumes_livecareer.csv").read_bytes())
     db = tmp_path / "sources.duckdb"
     report = ingest_directory(src, db)
     summary = report.summary()
-    assert "MISSING required column(s) language" in summary
+    assert report.tables[0].inserted == 3
+    assert "no language column, detected from text: en 3" in summary
     assert "'ID' as resume_id" in summary and "'Resume_text' as text" in summary
     assert "ignored column(s) Category" in summary
     with (FIXTURES / "resumes_livecareer.csv").open(newline="") as f:
-        rows = [{**row, "Language": "en"} for row in csv.DictReader(f)]
+        rows = [{**row, "Language": "ru"} for row in csv.DictReader(f)]
     _write_csv(src / "resumes.csv", rows, "utf-8")
     report = ingest_directory(src, db)
-    assert report.tables[0].inserted == 3
+    assert report.tables[0].updated == 3 and "detected" not in report.summary()
     with connect(db, read_only=True) as con:
-        assert con.execute("SELECT DISTINCT layer FROM resumes").fetchall() == [("active",)]
+        assert con.execute("SELECT DISTINCT layer, language FROM resumes").fetchall() == [
+            ("active", "ru")
+        ]
 
 
 @pytest.mark.parametrize("separator", [";", "\t"])

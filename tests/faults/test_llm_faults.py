@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
 from assets.memory import MEMORY_CHECKS
+from hltm import dagster_instance
 from hltm.cli import demo
 from hltm.llm import LLMError, LLMUsage, make_llm
 from hltm.llm_calls import Request
@@ -255,26 +257,30 @@ def test_echoed_prompt_examples_are_dropped_and_counted(
 # --------------------------------------------------------------------------- job failures
 
 
+@dg.op
+def gate() -> None:
+    raise dg.Failure(description="blocked: 0/11 mandatory quotes survived (gate 90%)")
+
+
+@dg.op
+def locked() -> None:
+    raise RuntimeError("Could not set lock on file derived.duckdb")
+
+
+@dg.job(executor_def=dg.in_process_executor)
+def judge_like() -> None:
+    gate()
+    locked()
+
+
 def test_a_failed_job_prints_the_failing_steps_own_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`run_job` (behind `hltm judge run`, `hltm demo`, …) names why, not "Steps failed"."""
-
-    @dg.op
-    def gate() -> None:
-        raise dg.Failure(description="blocked: 0/11 mandatory quotes survived (gate 90%)")
-
-    @dg.op
-    def locked() -> None:
-        raise RuntimeError("Could not set lock on file derived.duckdb")
-
-    @dg.job
-    def judge_like() -> None:
-        gate()
-        locked()
-
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    monkeypatch.setattr(demo, "load_definitions", lambda: dg.Definitions(jobs=[judge_like]))
+    monkeypatch.setattr(
+        dagster_instance, "located_job", lambda root, name: (dg.reconstructable(judge_like), None)
+    )
     with pytest.raises(SystemExit):
         demo.run_job("judge_like")
     printed = capsys.readouterr().err
@@ -511,7 +517,10 @@ def test_a_node_whose_facets_all_cite_every_allowed_source_is_flagged(
 
 
 def test_a_judge_gate_failure_is_one_line_with_the_totals(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    cli_jobs_from: Callable[[dg.Definitions], None],
 ) -> None:
     from assets.judge import gate_metadata
     from hltm.cli import judge as judge_cli
@@ -534,7 +543,7 @@ def test_a_judge_gate_failure_is_one_line_with_the_totals(
         judge_all_vacancies()
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    monkeypatch.setattr(demo, "load_definitions", lambda: dg.Definitions(jobs=[judge_refresh]))
+    cli_jobs_from(dg.Definitions(jobs=[judge_refresh]))
     with pytest.raises(SystemExit):
         judge_cli.run_judge()
     printed = [line for line in capsys.readouterr().err.splitlines() if line.strip()]

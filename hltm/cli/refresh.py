@@ -1,0 +1,63 @@
+"""`hltm refresh`: after an ingest, bring everything derived from the sources up to date.
+
+It runs the Dagster jobs the sensors would start, in their order, as runs of the code location
+(so the UI lists them): `refresh_memory_tree` over every stale node (what `source_changes`
+requests; only nodes whose sources, hints or settings changed are rebuilt), `calibrate_vacancies`
+(what `vacancy_changes` and `memory_calibration` request), then `judge_refresh` (what
+`judge_nightly` runs: pools, judge scores within the budget of cold evaluations, the quote gate,
+published rankings). Each step is a no-op on what is already current.
+"""
+
+from __future__ import annotations
+
+import click
+
+from hltm.cli import dagster_home, settings
+from hltm.cli.demo import build_memory, calibrate_all, print_summary, run_step
+from hltm.warehouse import connect
+
+ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
+
+
+@click.command()
+@click.option("--budget", type=int, default=0, help="Cold judge evaluations (default: 3000).")
+@click.option("--workers", type=int, default=0, help="Parallel LLM calls (default: 5).")
+def refresh(budget: int, workers: int) -> None:
+    """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
+    of the same jobs the sensors start)."""
+    from hltm.cli.judge import demo_judge
+    from hltm.judge.data import vacancy_ids
+
+    cfg = settings()
+    if not cfg.sources_db.exists():
+        raise click.ClickException(f"no sources yet ({cfg.sources_db}): run `hltm ingest DIR`")
+    click.echo(
+        f"data: {cfg.data_dir}   dagster instance: {dagster_home()}   LLM: {cfg.llm_backend}"
+    )
+    steps = [
+        run_step(
+            "memory tree: rebuild what the sources changed (Dagster: refresh_memory_tree)",
+            lambda: build_memory("refresh_memory_tree", ALL_STALE),
+        ),
+        run_step(
+            "calibrate every vacancy from its recruiter's memory (Dagster: calibrate_vacancies)",
+            calibrate_all,
+        ),
+        run_step(
+            "judge and rank every vacancy within the budget (Dagster: judge_refresh)",
+            lambda: demo_judge(budget=budget, workers=workers),
+        ),
+    ]
+    print_summary(steps)
+    shown = next(iter(vacancy_ids(cfg.sources_db)), "VACANCY_ID")
+    with connect(cfg.sources_db, read_only=True) as con:
+        row = con.execute("SELECT min(contract_id) FROM contracts").fetchone()
+    contract = row[0] if row and row[0] else "CONTRACT_ID"
+    click.echo(
+        f"\nnext: .venv/bin/hltm judge show {shown}   (a ranking with its evidence)\n"
+        f'      .venv/bin/hltm ask --contract {contract} "Which roles do we usually hire for?"\n'
+        "      make ui   (the runs above, under Jobs and in the timeline)"
+    )
+
+
+COMMANDS = [refresh]
