@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from hltm.query.baselines import RawCorpus
+from hltm.query.boundary import ScopedMemory
 from hltm.query.engine import QueryEngine
-from hltm.query.scope import Identity
+from hltm.query.scope import Identity, resolve_scope
 from hltm.query.snapshot import NODE_COLUMNS, node_view
 from hltm.warehouse import connect
 from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
@@ -64,3 +65,8 @@ def test_a_seat_asking_which_roles_hears_only_its_own_projects(
     assert seen and all(corpus.node_in_scope(identity, n) for n in seen), seen
     assert result.citations and set(result.citations) <= set(own), result.citations
     assert _names_any(result.answer, set().union(*own.values())), result.answer
+    # The whole-scope read is the permitted set, the same through a connection as the index.
+    with connect(built_world.settings.derived_db) as con:
+        through_sql = ScopedMemory(resolve_scope(con, identity), con, None).node_ids()
+    assert through_sql == engine._memory(engine.scope_for(identity)).node_ids()
+    assert through_sql and all(corpus.node_in_scope(identity, n) for n in through_sql)

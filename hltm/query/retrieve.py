@@ -376,8 +376,8 @@ def retrieve(
     out.fused = _fuse(collapsed, facet_ranking)
     # The scope-wide listing answers the open fields, so it enters the context first: a searched
     # node's fused rank, a sum of a few 1 / (RRF_K + rank) terms, stays below 1.
-    for ranked in whole:
-        out.fused[ranked.node_id] = out.fused.get(ranked.node_id, 0.0) + 1.0
+    for listed in whole:
+        out.fused[listed.node_id] = out.fused.get(listed.node_id, 0.0) + 1.0
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
     out.nodes = memory.nodes(wanted)
     # A node removed between search and fetch is dropped from every list.
