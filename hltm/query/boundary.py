@@ -1,7 +1,7 @@
 """The one retrieval boundary: the only code in the query path that reads memory.
 
-`ScopedMemory` is constructed from a resolved `Scope` and offers exactly two reads, both under the
-subtree filter:
+`ScopedMemory` is constructed from a resolved `Scope` and offers these reads, all under the subtree
+filter:
 
 * `search(kind, vectors, n)` — nearest vector items of the subtree. With the query engine's tree
   index the permitted set is computed first, from the tree: the nodes the scope admits. A small
@@ -15,6 +15,7 @@ subtree filter:
   belong is an `IsolationError` (fail closed), never a result. Hits are kept only if their
   version is the node's current version in DuckDB, so a node being replaced is read either
   wholly old or wholly new.
+* `node_ids()` — the subtree's node ids (the permitted set), for reads that cover the scope.
 * `nodes(ids)` / `versions(ids)` — rows of `memory_nodes` fetched by id with the same filter in
   the SQL `WHERE`, so an id from outside the subtree (a planted citation, a guessed id) reads as
   absent.
@@ -777,6 +778,21 @@ class ScopedMemory:
             if self._level_ok(view.level):
                 out[view.node_id] = view
         return out
+
+    def node_ids(self) -> list[str]:
+        """Every node id of the subtree (of the allowed depths), sorted: the permitted set itself,
+        for reads that must cover the whole scope rather than its nearest items."""
+        if self.scope.empty:
+            return []
+        if isinstance(self._con, TreeIndex):
+            return [row.node_id for row in self._permitted(self._con)[1]]
+        predicate, params = self.scope.sql_predicate()
+        if not table_exists(self._con, MEMORY_TABLE):
+            return []
+        rows = self._con.execute(
+            f"SELECT node_id, level FROM {MEMORY_TABLE} WHERE {predicate} ORDER BY node_id", params
+        ).fetchall()
+        return [node_id for node_id, level in rows if self._level_ok(level)]
 
     def node_count(self) -> int:
         """How many nodes the subtree holds (0: answer "no memory for this scope")."""

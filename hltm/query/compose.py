@@ -9,6 +9,9 @@ It receives exactly what an LLM would (the question, its parsed pairs, and the r
   support them); without aggregated facets, values are counted across the projects in the
   context (or found in passages with the shared vocabularies); values at least half as
   supported as the best are kept.
+* a field asked without a value at a contract or seat scope ("which roles do we usually hire
+  for?") — every distinct value the branches below the scope state (the retriever brings one
+  node per branch), with how many projects state it, citing each node.
 * find_projects ("which projects hire X in Y?") — every project in the context whose memory
   states all the valued pairs (facet values first, then its QA answers, summary and passages).
 * lookup — the context sentence (of prepared answers, summaries, passages) closest to the
@@ -180,6 +183,33 @@ def _field_values(payload: Payload, field: str) -> tuple[list[str], list[str], s
     return values, nodes, "text of " + ("aggregated nodes" if top < 2 else "projects")
 
 
+def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
+    """(values with their project counts, best first; the nodes stating them) of a field the
+    question leaves open, from the facets of the nodes below a contract or seat scope (a seat's
+    value counts the projects supporting it, a project's counts one). Empty at a project scope
+    or when nothing below the scope states the field."""
+    scope = payload.get("scope") or {}
+    if scope.get("level") not in ("contract", "seat"):
+        return [], []
+    facets = [
+        f
+        for f in payload.get("facets", [])
+        if f.get("field") == field and f.get("node_id") != scope.get("node_id")
+    ]
+    counts: dict[str, int] = defaultdict(int)
+    spelling: dict[str, str] = {}
+    nodes: list[str] = []
+    for facet in facets:
+        key = _norm(facet["value"])
+        spelling.setdefault(key, facet["value"])
+        counts[key] += facet.get("support") or 1
+        if facet["node_id"] not in nodes:
+            nodes.append(facet["node_id"])
+    ranked = sorted(counts, key=lambda k: (-counts[k], k))
+    values = [f"{spelling[k]} ({counts[k]} project{'' if counts[k] == 1 else 's'})" for k in ranked]
+    return values, nodes
+
+
 def _qa_for_field(payload: Payload, field: str) -> dict[str, Any] | None:
     cue = _CUES.get(field)
     items = payload.get("qa", [])
@@ -193,9 +223,20 @@ def _qa_for_field(payload: Payload, field: str) -> dict[str, Any] | None:
 
 def _preferences(payload: Payload, fields: list[str]) -> Payload:
     lines, cited, reasons = [], [], []
+    asked_open = {
+        p["field"] for p in payload.get("pairs", []) if p.get("field") and not p.get("value")
+    }
     for field in fields:
-        values, nodes, origin = _field_values(payload, field)
         phrase = FIELD_PHRASE.get(field, field.replace("_", " "))
+        values, nodes = _branch_values(payload, field) if field in asked_open else ([], [])
+        if values:
+            lines.append(f"{phrase}: {', '.join(values)}")
+            cited += [n for n in nodes if n not in cited]
+            reasons.append(
+                f"{phrase} from the facets of every branch of the scope: {', '.join(nodes)}"
+            )
+            continue
+        values, nodes, origin = _field_values(payload, field)
         if values:
             lines.append(f"{phrase}: {', '.join(values)}")
             cited += [n for n in nodes if n not in cited]

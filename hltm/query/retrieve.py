@@ -8,6 +8,8 @@ retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
   the node's score is averaged over the query's pairs (a node no pair reaches scores 0 for it);
   the top `k_facet` nodes contribute their facets of the asked fields. A question with no parsed
   field gives it no query: it then reads the question only when it is the one retriever on.
+  A field asked without a value ("which roles…?") has no nearest facets: its facets are read
+  from the whole scope instead (`covering`), one node per branch, before any valued pair's hits.
 * **qa** — the question against the nodes' prepared questions (a leaf's include one per
   fact-bearing passage of its own texts, citing the document); the top `k_qa` nodes contribute
   their best-matching question–answer pairs.
@@ -154,8 +156,8 @@ class QueryEmbeddings:
 
 
 def pair_text(pair: dict[str, str]) -> str:
-    value = pair.get("value", "").strip()
-    return f"{pair['field']}: {value}" if value else f"{pair['field']}:"
+    """A valued pair as the facets are embedded: `field: value`."""
+    return f"{pair['field']}: {pair['value'].strip()}"
 
 
 def _group_max(hits: list[Hit]) -> dict[str, list[Hit]]:
@@ -253,6 +255,40 @@ def _search_all_kinds(
     return out
 
 
+def open_fields(pairs: list[dict[str, str]]) -> list[str]:
+    """The fields a question asks for without a value ("which roles…?": `title: ""`)."""
+    fields = [p["field"] for p in pairs if p.get("field") and not p.get("value", "").strip()]
+    return list(dict.fromkeys(fields))
+
+
+def _path(node: NodeView) -> tuple[str, ...]:
+    """A node's place below its contract: () for the contract, (seat,) or (seat, project)."""
+    return tuple(part for part in (node.seat_id, node.project_id) if part)
+
+
+def covering(memory: ScopedMemory, fields: list[str]) -> list[Ranked]:
+    """The nodes that answer open `fields` for every branch of the scope, read from the whole
+    permitted subtree (no similarity, so no branch is missed): below the scope's root, the
+    shallowest node of each path that states one of the fields — a seat stating it speaks for
+    its projects, a seat that does not is answered by its projects. The root answers only when
+    nothing below it states the fields (a project's own scope)."""
+    nodes = memory.nodes(memory.node_ids())
+    stating = {
+        node_id: [i for i, f in enumerate(node.facets) if f.get("field") in fields]
+        for node_id, node in nodes.items()
+    }
+    stating = {node_id: idx for node_id, idx in stating.items() if idx}
+    below = [n for n in stating if n != memory.scope.root_node_id] or list(stating)
+    paths = {_path(nodes[n]) for n in below}
+    chosen = [
+        n
+        for n in below
+        if not any(_path(nodes[n])[:d] in paths for d in range(len(_path(nodes[n]))))
+    ]
+    chosen.sort(key=lambda n: (len(_path(nodes[n])), n))
+    return [Ranked(n, nodes[n].level, 1.0, stating[n]) for n in chosen]
+
+
 def retrieve(
     memory: ScopedMemory,
     embed: QueryEmbeddings,
@@ -262,12 +298,15 @@ def retrieve(
 ) -> Retrieved:
     out = Retrieved(pairs=pairs)
     use = set(config.retrievers)
-    pair_queries = [pair_text(p) for p in pairs if p.get("field")] if "facet" in use else []
+    # A field asked without a value is read from the whole scope (`covering`), not searched.
+    valued = [p for p in pairs if p.get("field") and p.get("value", "").strip()]
+    pair_queries = [pair_text(p) for p in valued] if "facet" in use else []
+    unvalued = open_fields(pairs) if "facet" in use else []
     started = time.perf_counter()
     # Without a parsed field the facet retriever has no query of its own; it reads the question
     # only when no other retriever does (the question against "field: value" strings finds
     # nodes by their generic fields, and would crowd the fused ranking).
-    facet_on_question = not pair_queries and not use & {"qa", "summary"}
+    facet_on_question = not pair_queries and not unvalued and not use & {"qa", "summary"}
     need_question = bool(use & {"qa", "summary"}) or facet_on_question
     vectors = embed(([question] if need_question else []) + pair_queries)
     out.embed_s = time.perf_counter() - started
@@ -284,6 +323,7 @@ def retrieve(
     pair_hits = [f["facet"] for f in found[1 if need_question else 0 :]]
 
     facet_ranking: list[Ranked] = []
+    whole: list[Ranked] = []  # the nodes answering the open fields, one per branch of the scope
     collapsed: list[list[Ranked]] = []
     if "facet" in use:
         per_query = pair_hits or [question_hits.get("facet", [])]
@@ -301,8 +341,14 @@ def retrieve(
             Ranked(nid, levels[nid], totals[nid] / n, [h.index for h in matched[nid]])
             for nid in totals
         ]
+        if unvalued:
+            whole = covering(memory, unvalued)
+            taken = {r.node_id for r in whole}
+            ranked = whole + [r for r in ranked if r.node_id not in taken]
+            out.facet = whole + _top(ranked[len(whole) :], config.k_facet)
+        else:
+            out.facet = _top(ranked, config.k_facet)
         facet_ranking = ranked
-        out.facet = _top(ranked, config.k_facet)
     pool = [h for kind in ("qa", "summary") for h in question_hits.get(kind, [])]
     by_kind: dict[str, list[Hit]] = defaultdict(list)
     for hit in _fuse_lexical(question, pool, memory.nodes({h.node_id for h in pool})):
@@ -328,6 +374,10 @@ def retrieve(
         collapsed.append(ranked)
         out.summary = _top(ranked, config.k_summary)
     out.fused = _fuse(collapsed, facet_ranking)
+    # The scope-wide listing answers the open fields, so it enters the context first: a searched
+    # node's fused rank, a sum of a few 1 / (RRF_K + rank) terms, stays below 1.
+    for listed in whole:
+        out.fused[listed.node_id] = out.fused.get(listed.node_id, 0.0) + 1.0
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
     out.nodes = memory.nodes(wanted)
     # A node removed between search and fetch is dropped from every list.

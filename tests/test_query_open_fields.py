@@ -1,0 +1,72 @@
+"""A field asked without a value ("which roles do we usually hire for?") is answered from every
+branch of the caller's scope, on a really built memory tree: no seat's roles are missed, and
+nothing outside the scope is read or cited."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hltm.query.baselines import RawCorpus
+from hltm.query.boundary import ScopedMemory
+from hltm.query.engine import QueryEngine
+from hltm.query.scope import Identity, resolve_scope
+from hltm.query.snapshot import NODE_COLUMNS, node_view
+from hltm.warehouse import connect
+from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+
+
+def _stored_roles(world: BuiltWorld, contract_id: str) -> dict[str, dict[str, set[str]]]:
+    """seat id → {node id → title values} of the seat and its projects, as stored."""
+    with connect(world.settings.derived_db) as con:
+        rows = con.execute(
+            f"SELECT {NODE_COLUMNS} FROM memory_nodes WHERE contract_id = ?", [contract_id]
+        ).fetchall()
+    roles: dict[str, dict[str, set[str]]] = defaultdict(dict)
+    for node in map(node_view, rows):
+        titles = {f["value"] for f in node.facets if f["field"] == "title"}
+        if node.seat_id and titles:
+            roles[node.seat_id][node.node_id] = titles
+    return roles
+
+
+def _names_any(answer: str, values: set[str]) -> bool:
+    return any(value.casefold() in answer.casefold() for value in values)
+
+
+def test_a_contract_asking_which_roles_hears_every_seat(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    contract = built_world.contracts()[0]
+    roles = _stored_roles(built_world, contract)
+    assert len(roles) >= 2, "the sample contract should hire for several seats"
+    result = engine.ask(
+        Identity("contract", contract), "Which roles do we usually hire for?", log=False
+    )
+    assert result.pairs == [{"field": "title", "value": ""}]
+    corpus = RawCorpus.load(built_world.settings.sources_db)
+    assert all(corpus.node_in_scope(Identity("contract", contract), n) for n in result.citations)
+    for seat, nodes in sorted(roles.items()):
+        assert _names_any(result.answer, set().union(*nodes.values())), (seat, result.answer)
+        assert set(result.citations) & set(nodes), (seat, result.citations)
+
+
+def test_a_seat_asking_which_roles_hears_only_its_own_projects(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    seat = built_world.seats()[0]
+    identity = Identity("seat", seat)
+    own = _stored_roles(built_world, built_world.ground_truth["seats"][seat]["contract_id"])[seat]
+    result = engine.ask(identity, "Which roles do I usually hire for?", log=False)
+    corpus = RawCorpus.load(built_world.settings.sources_db)
+    seen = set(result.citations) | set(result.context_ids)
+    seen |= {n for group in result.retrieved.values() for n in group}
+    assert seen and all(corpus.node_in_scope(identity, n) for n in seen), seen
+    assert result.citations and set(result.citations) <= set(own), result.citations
+    assert _names_any(result.answer, set().union(*own.values())), result.answer
+    # The whole-scope read is the permitted set, the same through a connection as the index.
+    with connect(built_world.settings.derived_db) as con:
+        through_sql = ScopedMemory(resolve_scope(con, identity), con, None).node_ids()
+    assert through_sql == engine._memory(engine.scope_for(identity)).node_ids()
+    assert through_sql and all(corpus.node_in_scope(identity, n) for n in through_sql)
