@@ -151,3 +151,18 @@ def test_the_quote_gate_opens_again_after_a_bad_spell_of_the_model(tmp_path: Pat
             assert con.execute("SELECT count(*) FROM judge_scores").fetchone() == (len(POOL),)
         again = judge_pool(db, llm, VACANCY, POOL, config=config, rejudge_failed=True)
         assert again.rejudged == 0 and again.cached == len(POOL)
+
+
+def test_vacancies_without_any_resume_are_not_a_gate_failure(settings: Settings) -> None:
+    """An export of projects and vacancies before any resume (the README's example folder):
+    there is nothing to judge, gate or publish, and the run says so instead of failing the
+    quote gate for want of quotes."""
+    from hltm.judge.service import JudgeEnv, judge_all
+    from hltm.sources.ingest import ingest_directory
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "own-export"
+    assert ingest_directory(example, settings.sources_db).quarantined == 0
+    summary = judge_all(JudgeEnv.from_settings(settings), budget=None, workers=1)
+    assert summary.totals()["vacancies"] == 2 and summary.totals()["pool_pairs"] == 0
+    assert summary.gate is None and not summary.published
+    assert any("no resume in any pool" in line for line in summary.lines())

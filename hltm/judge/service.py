@@ -284,6 +284,8 @@ class RunSummary:
         ]
         if self.gate is not None:
             out.append(f"quote gate {self.gate.reason}")
+        elif t["vacancies"] and not t["pool_pairs"]:
+            out.append("no resume in any pool: nothing to judge or publish (ingest resumes first)")
         for vid, entry in sorted(self.published.items()):
             top = ", ".join(f"{r.resume_id}:{r.overall}" for r in entry.top(3))
             out.append(f"{vid}: journal #{entry.seq}, {entry.judged} ranked, top 3: {top}")
@@ -337,6 +339,9 @@ def judge_all(
         summary.reports[vacancy.vacancy_id] = report
         if on_vacancy:
             on_vacancy(vacancy.vacancy_id, "judge", report)
+    if not summary.totals()["pool_pairs"]:  # no resume in any pool: nothing to gate or publish
+        summary.seconds = time.perf_counter() - started
+        return summary
     summary.gate = gate(env)
     if publish:
         for vacancy in vacancies:
