@@ -308,11 +308,12 @@ def refresh_memories(
     state: dict[str, Any],
     platform: PlatformResource,
 ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
-    """Yields each node's event as the node finishes (an event is written when yielded; one
-    logged inside a step that then fails would be lost): a materialization per stored node, an
-    observation with its cost and error per failed one, so every request is in some node's
-    metadata, and a run stopped halfway keeps what its stored nodes cost. A failed node fails
-    the step only after every other node was stored and recorded."""
+    """Yields each node's event as soon as it may be written (an event is written when yielded;
+    one logged inside a step that then fails would be lost): a materialization per stored node,
+    an observation with its cost and error per failed one, so every request is in some node's
+    metadata, and a run stopped halfway keeps what its stored projects cost (a seat's or
+    contract's event waits for the level below, see `pending`). A failed node fails the step
+    only after every other node was stored and recorded."""
     builder = make_builder(platform, hints=Hints.from_dict(state["hints"]))
     failures: list[str] = []
     counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}
