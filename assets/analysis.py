@@ -6,14 +6,14 @@ production judge's five scores: simplex grid with leave-one-vacancy-out CV, perm
 bootstrap intervals over vacancies and the paired difference weighted − `overall`. The report
 lands in `<data dir>/reports/judge_stats/` (`judge_stats.md`, `weight_study.md`, PNGs, JSON);
 the metadata carries the headline numbers and the tender table. The work is in
-`hltm.analysis.report`; `hltm stats report` runs the same from the command line.
+`hltm.evaluation.judge.tender`; `hltm stats report` runs the same from the command line.
 """
 
 from pathlib import Path
 
 import dagster as dg
 
-from hltm.analysis.report import ReportSettings, build_report, tender_table
+from hltm.evaluation.judge.tender import ReportSettings, build_report, tender_table
 from hltm.settings import Settings
 from resources import PlatformResource
 
@@ -44,7 +44,7 @@ def judge_stats_report(
     config: StatsReportConfig,
     platform: PlatformResource,
 ) -> dg.MaterializeResult:
-    from hltm.analysis.report import judge_llms
+    from hltm.evaluation.judge.tender import judge_llms
 
     llm = platform.llm
     settings = Settings.from_env(

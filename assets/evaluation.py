@@ -1,6 +1,6 @@
 """`memory_evaluation`: the query path's quality, cost and isolation, as an asset.
 
-Runs `hltm.query.evaluation.evaluate` (the same harness as `hltm eval memory`) on the current
+Runs `hltm.evaluation.memory.questions.evaluate` (the same harness as `hltm eval memory`) on the current
 memory tree and the sample world's ground truth: HLTM against its ablations and the full-context,
 chunk-RAG and schema-filter baselines, plus the leakage test against unfiltered RAG. The metadata
 carries the printed table, every system's figures and the leakage rates; the `zero_leakage` check
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from hltm.evaluation.memory.questions import ALL_SYSTEMS, evaluate
 from hltm.query.engine import QueryEngine
-from hltm.query.evaluation import ALL_SYSTEMS, evaluate
 from hltm.settings import Settings
 from resources import PlatformResource
 
@@ -26,7 +26,9 @@ class MemoryEvaluationConfig(dg.Config):
     limit: int = 0  # at most N questions of each kind (0: all)
     leakage: bool = True
     leakage_baseline: bool = True  # unfiltered RAG beside HLTM in the leakage test (chunk index)
-    systems: list[str] = []  # only these systems (default: all, see hltm.query.evaluation)
+    systems: list[
+        str
+    ] = []  # only these systems (default: all, see hltm.evaluation.memory.questions)
 
     def scope(self) -> str:
         """What this run covered, in words: the full harness, or the bounded subset it ran."""

@@ -26,6 +26,7 @@ import dagster as dg
 from dagster import AssetExecutionContext, OpExecutionContext
 
 from assets.sources import source_key
+from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision
@@ -65,7 +66,7 @@ def make_env(platform: PlatformResource) -> JudgeEnv:
 
 
 def _vacancy(env: JudgeEnv, vacancy_id: str):  # type: ignore[no-untyped-def]
-    found = load_vacancies(env.sources_db, [vacancy_id], calibration_db=env.derived_db)
+    found = calibrated_vacancies(env.sources_db, env.derived_db, [vacancy_id])
     if not found:
         raise dg.Failure(f"vacancy {vacancy_id} is not in the sources (deleted?)")
     return found[0]
@@ -289,8 +290,8 @@ def ranking_journal_chain(
 def golden_evaluation(
     context: AssetExecutionContext, platform: PlatformResource
 ) -> dg.MaterializeResult:
-    from hltm.judge.golden import load_golden
-    from hltm.judge.golden_eval import evaluate_golden, save_report
+    from hltm.evaluation.judge.golden import load_golden
+    from hltm.evaluation.judge.golden_eval import evaluate_golden, save_report
 
     llm, derived_db = platform.llm, platform.derived_db.path
     report = evaluate_golden(
@@ -319,7 +320,7 @@ def golden_evaluation(
     "must reproduce the pinned numbers (embedding snapshot spot-checked).",
 )
 def golden_pins(platform: PlatformResource) -> dg.AssetCheckResult:
-    from hltm.judge.golden import check_pins, load_golden
+    from hltm.evaluation.judge.golden import check_pins, load_golden
 
     result = check_pins(load_golden(), platform.embeddings.get())
     return dg.AssetCheckResult(

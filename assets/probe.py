@@ -6,10 +6,10 @@ estimate (pairs, tokens, dollars when prices are set) *before* judging, judges t
 judge's score cache under a budget, and stores the month in `recall_probe_results`. The
 `displacing_finds` check warns — it never blocks anything — when a find has `overall ≥ 80` and
 beats the lowest `overall` of the vacancy's current top 10; its metadata lists exactly those
-finds. Thresholds and sample size: `HLTM_PROBE_*` (see `hltm.analysis.probe`) or run config;
+finds. Thresholds and sample size: `HLTM_PROBE_*` (see `hltm.judge.probe`) or run config;
 budget, workers and the formal-item filter are the judge's (`JudgeSettingsResource`) unless
 `HLTM_PROBE_BUDGET` / `HLTM_PROBE_WORKERS` or run config say otherwise. The work is in
-`hltm.analysis.probe`.
+`hltm.judge.probe`.
 """
 
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import dagster as dg
 
 from assets.sources import source_key
-from hltm.analysis import probe as probe_core
+from hltm.judge import probe as probe_core
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.pipeline import judge_config
 from hltm.settings import PROBE_ENV, read_env

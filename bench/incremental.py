@@ -50,16 +50,15 @@ import dagster as dg
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from assets.memory import MEMORY_ASSETS, MEMORY_JOBS  # noqa: E402
 from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
 from hltm.memory.models import node_id_for  # noqa: E402
-from hltm.memory.scenarios import change_project, read_world  # noqa: E402
 from hltm.memory.store import StoreSnapshot  # noqa: E402
 from hltm.settings import E5_ONNX_BACKEND, Settings  # noqa: E402
-from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
+from hltm_devkit.generator import SIZES, generate_world  # noqa: E402
+from hltm_devkit.scenarios import change_project, read_world  # noqa: E402
 from resources import MemoryTreeResource, build_resources  # noqa: E402
 from sensors.source_changes import source_changes  # noqa: E402
 
@@ -125,7 +124,7 @@ def protocol_server(latency_ms: float) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "hltm.testing.openai_server", "--port", str(port)]
+    command = [sys.executable, "-m", "hltm_devkit.openai_server", "--port", str(port)]
     command += ["--latency-ms", str(latency_ms), "--log-level", "warning"]
     proc = subprocess.Popen(command, cwd=REPO)
     url = f"http://127.0.0.1:{port}"

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
+from hltm_devkit.generator import SIZES, generate_world  # noqa: E402
 
 T = TypeVar("T")
 

@@ -29,24 +29,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from hltm.judge.data import load_resumes, load_vacancies  # noqa: E402
 from hltm.judge.journal import config_gate, publish_ranking  # noqa: E402
 from hltm.judge.pipeline import Budget, judge_pool  # noqa: E402
 from hltm.judge.service import JudgeEnv, build_vacancy_pool, refresh_index  # noqa: E402
 from hltm.settings import Settings  # noqa: E402
-from hltm.sources.generator import SIZES, generate_world  # noqa: E402
 from hltm.sources.ingest import ingest_directory  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
+from hltm_devkit.generator import SIZES, generate_world  # noqa: E402
 
 MEDIAN_S = {"low effort": 20.7, "default": 47.4}  # per evaluation, from the write-up
 
@@ -101,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     server = None
     if args.server:
         import hltm.judge.tasks  # noqa: F401  (registers the judge task with the server)
-        from hltm.testing.openai_server import LocalOpenAIServer
+        from hltm_devkit.openai_server import LocalOpenAIServer
 
         server = LocalOpenAIServer().start()
         settings = replace(settings, llm_backend="openai", openai_base_url=server.base_url,
@@ -189,7 +186,7 @@ def _stored_scores(db: Path) -> list[tuple[Any, ...]]:
 def _workers_bench(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Cold judging through the protocol server with a fixed latency, per worker count."""
     import hltm.judge.tasks  # noqa: F401  (registers the judge task with the server)
-    from hltm.testing.openai_server import LocalOpenAIServer
+    from hltm_devkit.openai_server import LocalOpenAIServer
 
     delay_s = args.llm_delay_ms / 1000
     vacancy = load_vacancies(settings.sources_db, [args.vacancy] if args.vacancy else None)[0]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,19 +24,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder, passage_tokens  # noqa: E402
-from hltm.judge.golden import (  # noqa: E402
+from hltm.evaluation.judge.golden import (  # noqa: E402
     GoldenSet,
     cosine_rankings,
     golden_vectors,
     labelled_in,
     load_golden,
 )
-from hltm.judge.golden_real import load_real_golden  # noqa: E402
-from hltm.judge.metrics import overall_precision  # noqa: E402
+from hltm.evaluation.judge.golden_real import load_real_golden  # noqa: E402
+from hltm.evaluation.judge.metrics import overall_precision  # noqa: E402
 
 LOADERS: dict[str, Callable[[], GoldenSet]] = {"sample": load_golden, "real": load_real_golden}
 

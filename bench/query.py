@@ -33,7 +33,6 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,13 +41,11 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
+from hltm.evaluation.memory.baselines import Baselines, Owner, RawCorpus  # noqa: E402
+from hltm.evaluation.memory.questions import family_name  # noqa: E402
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, Task  # noqa: E402
-from hltm.query.baselines import Baselines, Owner, RawCorpus  # noqa: E402
 from hltm.query.engine import QueryEngine  # noqa: E402
-from hltm.query.evaluation import family_name  # noqa: E402
 from hltm.query.scope import Identity  # noqa: E402
 from hltm.settings import E5_ONNX_BACKEND, Settings  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
@@ -78,8 +75,8 @@ def log(message: str) -> None:
 
 def ensure_1k(root: Path) -> Path:
     from hltm.memory import builder_from_settings
-    from hltm.sources.generator import SIZES, generate_world
     from hltm.sources.ingest import ingest_directory
+    from hltm_devkit.generator import SIZES, generate_world
 
     data = root / "1k"
     settings = _settings(data)

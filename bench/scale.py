@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -36,8 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hltm.memory.build import MemoryConfig, version_config  # noqa: E402
 from hltm.memory.changes import (  # noqa: E402

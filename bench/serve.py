@@ -37,12 +37,10 @@ import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from hltm.query.access import create_token  # noqa: E402
-from hltm.query.http import default_workers  # noqa: E402
 from hltm.query.scope import Identity  # noqa: E402
+from hltm.serving.http import default_workers  # noqa: E402
 from hltm.settings import E5_ONNX_BACKEND  # noqa: E402
 from hltm.warehouse import connect  # noqa: E402
 

@@ -39,7 +39,6 @@ import json
 import time
 
 import dagster as dg
-from dagster._core.storage.tags import RUN_KEY_TAG
 
 from assets.memory import (
     ASSET_KEYS,
@@ -49,7 +48,6 @@ from assets.memory import (
     refresh_memory_tree,
     refresh_run_config,
 )
-from hltm.dagster_instance import fail_dead_runs
 from hltm.memory.build import version_config
 from hltm.memory.changes import (
     BUCKETS,
@@ -63,6 +61,7 @@ from hltm.memory.inputs import sources_watermark
 from hltm.memory.models import LEVELS, split_node_id
 from hltm.warehouse import connect
 from resources import PlatformResource
+from resources.instance import RUN_KEY_TAG, fail_dead_runs
 
 # Dagster's advice: at most 25k partition adds/deletes per sensor evaluation.
 MAX_PARTITION_REQUESTS = 25_000

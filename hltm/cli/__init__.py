@@ -3,32 +3,8 @@
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 import click
-
-from hltm.settings import Settings
-
-
-def dagster_home() -> Path:
-    """A persistent Dagster instance: runs and dynamic partitions survive restarts, and a killed
-    run is detected and failed (`hltm.dagster_instance`)."""
-    from hltm.dagster_instance import ensure_dagster_home
-
-    home, warning = ensure_dagster_home()
-    if warning:
-        click.secho(f"warning: {warning}", fg="yellow", err=True)
-    return home
-
-
-def settings() -> Settings:
-    return Settings.from_env()
-
-
-def fail(message: str) -> None:
-    click.secho(f"error: {message}", fg="red", err=True)
-    sys.exit(1)
 
 
 @click.group()
@@ -41,6 +17,8 @@ def main(verbose: bool) -> None:
 @main.command(name="dagster-home")
 def dagster_home_command() -> None:
     """Create $DAGSTER_HOME (default ./.dagster_home) if needed and print it."""
+    from hltm.cli.dagster_runs import dagster_home
+
     click.echo(dagster_home())
 
 

@@ -8,7 +8,7 @@ import json
 
 import click
 
-from hltm.cli import fail, settings
+from hltm.cli.common import fail, settings
 
 # --------------------------------------------------------------------------- patterns
 
@@ -188,7 +188,7 @@ def probe_command(
     import logging
     from datetime import date
 
-    from hltm.analysis import probe
+    from hltm.judge import probe
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     from hltm.judge.pipeline import judge_config
@@ -279,8 +279,8 @@ def stats_report(
     """Judge the golden set with every tender model, run the weight study, write the report."""
     from pathlib import Path
 
-    from hltm.analysis.report import ReportSettings, build_report, tender_table
-    from hltm.judge.golden import GOLDEN_DIR, load_golden
+    from hltm.evaluation.judge.golden import GOLDEN_DIR, load_golden
+    from hltm.evaluation.judge.tender import ReportSettings, build_report, tender_table
 
     s = settings()
     rs = ReportSettings.from_env(

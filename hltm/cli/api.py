@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hltm.cli import fail, settings
+from hltm.cli.common import fail, settings
 
 # Words that make a field a secret (whole words of its name: `llm_max_tokens_cap` is not one).
 _SECRET_WORDS = {"key", "token", "secret", "password"}
@@ -17,9 +17,9 @@ _SECRET_WORDS = {"key", "token", "secret", "password"}
 def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
     """{section: {name: {"value", "source"?, "help"?}}}: every setting as the platform uses it
     (the core `Settings` by field, the components by variable with env / default)."""
-    from hltm.analysis.probe import ProbeSettings
-    from hltm.analysis.report import ReportSettings
+    from hltm.evaluation.judge.tender import ReportSettings
     from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
+    from hltm.judge.probe import ProbeSettings
     from hltm.patterns import PatternSettings
     from hltm.settings import (
         COMPONENT_ENV,
@@ -113,7 +113,7 @@ def settings_command(as_json: bool) -> None:
 def mcp_command(transport: str, host: str, port: int) -> None:
     """Serve the scoped memory query and the ranking lookup as MCP tools."""
     from hltm.query.engine import QueryEngine
-    from hltm.query.mcp_server import run
+    from hltm.serving.mcp_server import run
     from hltm.settings import API_ENV, read_env
 
     token = read_env(API_ENV).get("token")

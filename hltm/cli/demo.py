@@ -6,21 +6,17 @@ $DAGSTER_HOME, so after the demo `dagster dev` shows its runs, partitions and li
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import click
 
-import hltm
-from hltm.cli import dagster_home, fail, settings
-from hltm.sources.generator import SIZES, generate_world
+from hltm.cli.common import settings
+from hltm.cli.dagster_runs import dagster_home, last_probe_month, run_job
 from hltm.sources.ingest import ingest_directory
+from hltm_devkit.generator import SIZES, generate_world
 
-QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Small settings for the demo's evaluation runs, so they fit the demo's few minutes; the full
 # runs are `hltm stats report`, `hltm probe` and `hltm eval memory`. The memory evaluation runs
 # the systems that need no chunk index, and HLTM's leakage without unfiltered RAG beside it:
@@ -36,72 +32,6 @@ DEMO_EVALUATION = {
 }
 DEMO_EVALUATED = ("golden_evaluation", "memory_evaluation", "judge_stats_report")
 DEMO_PROBE = {"ops": {"recall_probe": {"config": {"sample_size": 4}}}}
-
-
-def load_definitions():  # type: ignore[no-untyped-def]
-    """The code location lives at the project root, beside the installed `hltm` package."""
-    root = str(Path(hltm.__file__).resolve().parent.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from definitions import defs
-
-    return defs
-
-
-def run_job(  # type: ignore[no-untyped-def]
-    name: str,
-    run_config: dict | None = None,
-    tags: dict | None = None,
-    asset_selection: list | None = None,
-    partition_key: str | None = None,
-    fail_on_error: bool = True,
-):
-    """Run a job of the code location on the persistent instance, in this process: a run of the
-    code location (`hltm.dagster_instance.execute_located`), listed under its job in the UI and
-    re-executable there. A failed run exits with its steps' reasons, or is returned as it is
-    (`fail_on_error=False`). Dagster's console shows nothing below CRITICAL: a failure is
-    printed once, as each failed step's own line, not as the event log's stack traces
-    (`dagster dev` keeps them)."""
-    import dagster as dg
-
-    from hltm.dagster_instance import execute_located, fail_dead_runs, located_job
-
-    load_definitions()  # the code location importable (its root on sys.path)
-    job, origin = located_job(Path(hltm.__file__).resolve().parent.parent, name)
-    config = {**QUIET_RUN, **(run_config or {})}
-    run_tags = {**(tags or {}), **({"dagster/partition": partition_key} if partition_key else {})}
-    with dg.DagsterInstance.get() as instance:
-        fail_dead_runs(instance)  # a run killed earlier must not stay STARTED
-        result = execute_located(instance, job, origin, config, run_tags, asset_selection)
-    if fail_on_error and not result.success:
-        reasons = (
-            step_failures(result)
-            or [e.message or "" for e in result.all_events if e.is_failure][-1:]
-        )
-        fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev"))
-    return result
-
-
-def step_failures(result: Any) -> list[str]:
-    """Each failed step's own message, one line: a `dg.Failure`'s description (e.g. the quote
-    gate's "blocked: 0/11 mandatory quotes survived") with the totals in its metadata, else the
-    exception that ended the step — not the run's "Steps failed: [...]"."""
-    lines = []
-    for event in result.get_step_failure_events():
-        data = event.step_failure_data
-        failure = data.user_failure_data
-        reason = failure.description if failure else None
-        totals = {k: v.value for k, v in (failure.metadata if failure else {}).items()}
-        numbers = [f"{k} {v}" for k, v in totals.items() if isinstance(v, int | float)]
-        if reason and numbers:
-            reason = f"{reason} ({', '.join(numbers)})"
-        if not reason:
-            error = data.error
-            while error is not None and error.cause is not None:
-                error = error.cause
-            reason = error.message.strip() if error is not None else "failed"
-        lines.append(f"{event.step_key}: {reason}")
-    return lines
 
 
 def build_memory(job_name: str, run_config: dict | None = None) -> str:
@@ -228,11 +158,7 @@ def demo(seed: int, size: str) -> None:
         return demo_judge()
 
     def evaluate() -> str:
-        import dagster as dg
-
-        selection = [dg.AssetKey(k) for k in DEMO_EVALUATED]
-        result = run_job("evaluate_platform", DEMO_EVALUATION, asset_selection=selection)
-        from assets.probe import monthly  # the code location is importable once loaded
+        result = run_job("evaluate_platform", DEMO_EVALUATION, asset_selection=list(DEMO_EVALUATED))
 
         meta = {
             e.asset_key.to_user_string(): e.materialization.metadata
@@ -244,7 +170,7 @@ def demo(seed: int, size: str) -> None:
             f" retrieval F1 {memory[f'{name}/retrieval_f1'].value:.3f}"
             for name in (s.removeprefix("baseline: ") for s in DEMO_MEMORY_SYSTEMS)
         )
-        month = monthly.get_last_partition_key()
+        month = last_probe_month()
         probe = run_job("recall_probe_job", DEMO_PROBE, partition_key=month)
         (probed,) = [e.materialization.metadata for e in probe.get_asset_materialization_events()]
         report = meta["judge_stats_report"]["report"].value

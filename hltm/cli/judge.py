@@ -15,7 +15,8 @@ from typing import Any
 
 import click
 
-from hltm.cli import dagster_home, fail, settings
+from hltm.cli.common import fail, settings
+from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.query import eval_group
 
 
@@ -43,7 +44,7 @@ def run_judge(
     rejudge_failed: bool = False,
 ) -> dict[str, Any]:
     """Run the `judge_refresh` job in process on the persistent instance; its totals."""
-    from hltm.cli.demo import run_job
+    from hltm.cli.dagster_runs import run_job
 
     dagster_home()
     config = {
@@ -213,16 +214,9 @@ def journal(vacancy_id: str | None) -> None:
 def verify() -> None:
     """Verify the ranking journal's hash chain against its head file and the Dagster
     instance's anchor (exit 1 when a row was edited or deleted)."""
-    import dagster as dg
+    from hltm.cli.dagster_runs import journal_anchor_report
 
-    from hltm.cli.demo import load_definitions
-
-    load_definitions()  # the code location (and `assets`) on sys.path
-    from assets.judge import chain_check
-
-    dagster_home()
-    with dg.DagsterInstance.get() as instance:
-        report = chain_check(instance, settings().derived_db)
+    report = journal_anchor_report(settings().derived_db)
     click.echo(report.summary())
     if not report.ok:
         raise SystemExit(1)
@@ -248,8 +242,13 @@ _SETS = ["all", "sample", "real", "indeed"]
 def _sets(which: str, realdata: Path | None) -> list[tuple[str, Any]]:
     """The golden sets ``--set`` names: the sample world's, the livecareer real set, the
     Indeed real set, or all three."""
-    from hltm.judge.golden import load_golden
-    from hltm.judge.golden_real import INDEED_DIR, REAL_DIR, RealDataMissing, load_real_golden
+    from hltm.evaluation.judge.golden import load_golden
+    from hltm.evaluation.judge.golden_real import (
+        INDEED_DIR,
+        REAL_DIR,
+        RealDataMissing,
+        load_real_golden,
+    )
 
     out: list[tuple[str, Any]] = []
     if which in ("all", "sample"):
@@ -264,7 +263,7 @@ def _sets(which: str, realdata: Path | None) -> list[tuple[str, Any]]:
 
 
 def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
-    from hltm.judge.golden_eval import METHODS
+    from hltm.evaluation.judge.golden_eval import METHODS
 
     cells = ", ".join(
         f"{m} {report.value('closed', m):.1%} (soft {report.value('closed', m, soft=True):.1%})"
@@ -293,7 +292,7 @@ def evaluate(
 ) -> None:
     """Cosine / BM25 / RRF / union + judge on the golden sets, closed set and live pool."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden_eval import evaluate_golden, save_report
+    from hltm.evaluation.judge.golden_eval import evaluate_golden, save_report
     from hltm.llm import make_llm
 
     cfg = settings()
@@ -329,7 +328,7 @@ def evaluate(
 def check(full: bool, which: str, realdata: Path | None) -> None:
     """Re-measure the pinned cosine baselines; exit 1 if one no longer reproduces."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden import check_pins
+    from hltm.evaluation.judge.golden import check_pins
 
     embedder = make_embedder(settings())
     sets = _sets(which, realdata)
@@ -351,7 +350,7 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
 @click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
 def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
     """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
-    from hltm.judge.golden_eval import measure_relevance
+    from hltm.evaluation.judge.golden_eval import measure_relevance
     from hltm.judge.quotes import RELEVANCE_THRESHOLD
 
     [(_, gs)] = _sets(which, realdata)
@@ -369,7 +368,12 @@ def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
 
     Re-freezing moves the yardstick: it refuses to overwrite unless --force is given."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden_real import INDEED_DIR, REAL_DIR, RealDataMissing, freeze_real_golden
+    from hltm.evaluation.judge.golden_real import (
+        INDEED_DIR,
+        REAL_DIR,
+        RealDataMissing,
+        freeze_real_golden,
+    )
 
     out = INDEED_DIR if which == "indeed" else REAL_DIR
     try:
@@ -399,8 +403,8 @@ def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:
     Re-freezing moves the yardstick every later result is compared with: it refuses to
     overwrite an existing set unless --force is given."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.golden import GOLDEN_DIR
-    from hltm.judge.golden_freeze import freeze_golden
+    from hltm.evaluation.judge.golden import GOLDEN_DIR
+    from hltm.evaluation.judge.golden_freeze import freeze_golden
 
     try:
         manifest = freeze_golden(out_dir or GOLDEN_DIR, make_embedder(settings()), seed, size,
@@ -429,9 +433,9 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     """Preference precision/recall against the world's seats, and golden P@10 with and without
     calibration (run after `hltm demo`: the memory must be the golden world's)."""
     from hltm.embeddings import make_embedder
-    from hltm.judge.calibration_eval import evaluate_calibration
-    from hltm.judge.golden import load_golden
-    from hltm.judge.golden_eval import evaluate_golden
+    from hltm.evaluation.judge.calibration import evaluate_calibration
+    from hltm.evaluation.judge.golden import load_golden
+    from hltm.evaluation.judge.golden_eval import evaluate_golden
     from hltm.llm import make_llm
 
     cfg = settings()
@@ -458,7 +462,7 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
 def eval_titles(realdata: Path | None) -> None:
     """How well the resume reader finds job titles: precision and recall on the Indeed resumes'
     human Designation spans and on the livecareer resumes' first lines."""
-    from hltm.judge.title_eval import measure_indeed, measure_livecareer
+    from hltm.evaluation.judge.titles import measure_indeed, measure_livecareer
 
     for measure in (measure_indeed, measure_livecareer):
         try:

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import click
 
-from hltm.cli import fail, settings
+from hltm.cli.common import fail, settings
 
 _LEVELS = ("contract", "seat", "project")
 T = TypeVar("T")
@@ -132,8 +132,8 @@ def serve(
     access_log: bool,
 ) -> None:
     """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
-    from hltm.query.http import ServeLimits, default_workers
-    from hltm.query.http import serve as run
+    from hltm.serving.http import ServeLimits, default_workers
+    from hltm.serving.http import serve as run
 
     workers = workers or default_workers()
     click.echo(
@@ -240,7 +240,7 @@ def eval_memory(
     json_path: Path | None,
 ) -> None:
     """HLTM vs baselines and ablations on the sample world's ground truth, plus leakage."""
-    from hltm.query.evaluation import ALL_SYSTEMS, evaluate
+    from hltm.evaluation.memory.questions import ALL_SYSTEMS, evaluate
 
     cfg = settings()
     world = world or cfg.data_dir / "world"
@@ -289,7 +289,7 @@ def eval_facets(
     which: str, limit: int | None, data_dir: Path | None, keep: Path | None, json_path: Path | None
 ) -> None:
     """Facet extraction P/R/F1 per field on real EN and RU postings vs their structured columns."""
-    from hltm.realdata.postings import evaluate_postings
+    from hltm.evaluation.realdata.postings import evaluate_postings
 
     out = {}
     for name in ("en", "ru") if which == "both" else (which,):
@@ -325,7 +325,7 @@ def eval_locomo(
     json_path: Path | None,
 ) -> None:
     """Conversation retrieval on LoCoMo: HLTM beside vector RAG over raw turns, plus leakage."""
-    from hltm.realdata.locomo import evaluate_locomo
+    from hltm.evaluation.realdata.locomo import evaluate_locomo
 
     report = _evaluated(
         lambda: evaluate_locomo(

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import click
 
-from hltm.cli import dagster_home, settings
+from hltm.cli.common import settings
+from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.demo import build_memory, calibrate_all, print_summary, run_step
 from hltm.warehouse import connect
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from hltm.cli import dagster_home, fail, settings
+from hltm.cli.common import fail, settings
 from hltm.memory.tree import Plan
-from hltm.sources.generator import SIZES, generate_world
 from hltm.sources.ingest import ingest_directory
 from hltm.sources.schema import LANGUAGES
+from hltm_devkit.generator import SIZES, generate_world
 
 
 @click.command()
@@ -34,17 +34,10 @@ def generate(out_dir: Path | None, seed: int, size: str) -> None:
 def observe_sources() -> None:
     """Record a fresh observation of the source tables in the Dagster instance, so the UI's row
     counts follow every ingest and delete (best effort: the sources are already committed)."""
-    import dagster as dg
+    from hltm.cli.dagster_runs import observe_sources as record
 
-    from hltm.cli.demo import load_definitions
-
-    load_definitions()  # the code location (and `assets`) on sys.path
-    from assets.sources import record_source_observations
-
-    dagster_home()
     try:
-        with dg.DagsterInstance.get() as instance:
-            record_source_observations(instance, settings().sources_db)
+        record(settings().sources_db)
     except Exception as err:  # noqa: BLE001 - a stale UI count must not fail a committed ingest
         click.secho(f"warning: could not record the source observation: {err}", fg="yellow")
 
@@ -96,11 +89,10 @@ def rebuild_purged_memory(plan: Plan) -> None:
     nodes were gone before this starts."""
     if not plan.rebuilds:
         return
-    from assets.memory import refresh_run_config
-    from hltm.cli.demo import run_job, step_failures
+    from hltm.cli.dagster_runs import refresh_memory, step_failures
 
     nodes = ", ".join(plan.rebuilds)
-    result = run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
+    result = refresh_memory(plan)
     if result.success:
         click.echo(f"rebuilt the memory it held without it: {nodes} (run {result.run_id[:8]})")
         return

@@ -38,7 +38,7 @@ from typing import Any
 
 import duckdb
 
-from hltm.judge.data import Requirement, Vacancy
+from hltm.judge.data import Requirement, Vacancy, load_vacancies
 from hltm.judge.lexicon import FAMILY_BY_NAME
 from hltm.judge.roles import level_from_title, title_evidence, vacancy_role
 from hltm.memory import lexicon as lx
@@ -439,6 +439,14 @@ def load_calibrations(
             json.loads(versions),
         )  # fmt: skip
     return out
+
+
+def calibrated_vacancies(
+    sources_db: Path | str, derived_db: Path | str, ids: Sequence[str] | None = None
+) -> list[Vacancy]:
+    """Vacancies from the sources (all or `ids`), each carrying the memory items of its stored
+    calibration when that calibration was made for the vacancy's current text."""
+    return apply_stored(derived_db, load_vacancies(sources_db, ids))
 
 
 def apply_stored(derived_db: Path | str, vacancies: Sequence[Vacancy]) -> list[Vacancy]:

@@ -8,7 +8,7 @@
 * **BM25** (`bm25s`, tech-aware tokenizer) runs over the active layer's texts, built in memory
   from the sources (milliseconds for thousands of resumes) and reused while they are unchanged.
 * The **pool** is the plain union (`hltm.judge.pools.union_pool`); the judge ranks it. RRF is a
-  measured baseline only (see `hltm.judge.golden`).
+  measured baseline only (see `hltm.evaluation.judge.golden`).
 
 Vacancy query vectors are cached by (model, text hash) in ``judge_query_vectors``: an e5 query
 over a whole vacancy costs ~0.7 s on two cores, and the nightly run asks the same ones again.

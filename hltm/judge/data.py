@@ -179,22 +179,11 @@ def _vacancies(con: duckdb.DuckDBPyConnection, ids: Sequence[str] | None) -> lis
     ]
 
 
-def load_vacancies(
-    sources_db: Path | str,
-    ids: Sequence[str] | None = None,
-    calibration_db: Path | str | None = None,
-) -> list[Vacancy]:
-    """Vacancies (with requirements) from the sources, all or the given ids, by id.
-
-    With ``calibration_db`` (the derived DuckDB), each vacancy carries the memory items of its
-    stored calibration when that calibration was made for the vacancy's current text."""
+def load_vacancies(sources_db: Path | str, ids: Sequence[str] | None = None) -> list[Vacancy]:
+    """Vacancies (with requirements) from the sources, all or the given ids, by id, as written
+    (`hltm.judge.calibration.calibrated_vacancies` adds what calibration proposed)."""
     with connect(sources_db, read_only=True) as con:
-        vacancies = _vacancies(con, ids)
-    if calibration_db is None:
-        return vacancies
-    from hltm.judge.calibration import apply_stored
-
-    return apply_stored(calibration_db, vacancies)
+        return _vacancies(con, ids)
 
 
 def vacancy_ids(sources_db: Path | str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Rankings: sort by `overall`, gate on quote survival and coverage, publish into a journal.
 
 * **Ranking**: the pool's judged candidates sorted by the judge's single ``overall`` score, high
-  to low — no weights (the weight study in `hltm.judge.stats` shows they do not pay). Ties keep
+  to low — no weights (the weight study in `hltm.evaluation.judge.stats` shows they do not pay). Ties keep
   pool order (vector rank, then BM25 rank): a stable sort, not a second score.
 * **Gate**: a configuration (model id + prompt version) publishes only if at least 90% of the
   quotes it gave on mandatory requirements survived validation, counted over its latest

@@ -37,12 +37,10 @@ from typing import Any
 
 from hltm.judge.data import Resume, Vacancy
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS, split_formal
-from hltm.judge.heuristic import prepare_pool
 from hltm.judge.quotes import NormalisedText, apply_validation, empty_counts, normalise, sum_counts
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JUDGE_TASK, JudgeVerdict, build_payload
 from hltm.llm import LLM, LLMError, LLMUsage
-from hltm.settings import OFFLINE_BACKEND
 from hltm.warehouse import connect, insert_rows
 
 __all__ = [
@@ -327,10 +325,8 @@ def judge_pool(
     granted = budget.claim(len(cold))
     todo, report.deferred = cold[:granted], len(cold) - granted
     usage_before = llm.snapshot()
-    if todo and llm.backend_name == OFFLINE_BACKEND:
-        # the offline judge places each candidate within the whole pool: it reads it first
-        payloads = [build_payload(vacancy, r) for r in resumes]
-        prepare_pool(payloads[0]["vacancy"], [p["resume"] for p in payloads])
+    if todo:
+        llm.prepare(JUDGE_TASK, (build_payload(vacancy, r) for r in resumes))
 
     def evaluate(resume: Resume) -> tuple[Resume, dict[str, Any] | None, str | None]:
         payload = build_payload(vacancy, resume)

@@ -2,7 +2,7 @@
 
 Used by the requirement calibration (which proposes requirements from a recruiter's past
 projects of the same family). The offline judge does not use it: it reads roles by meaning,
-relative to the pool (`hltm.judge.heuristic`).
+relative to the pool (`hltm.judge.offline.heuristic`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hltm.embeddings import CachedEmbedder
+from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.candidates import (
     K_BM25,
     K_VECTOR,
@@ -25,7 +26,7 @@ from hltm.judge.candidates import (
     sync_resume_index,
     vector_search,
 )
-from hltm.judge.data import Resume, Vacancy, load_resumes, load_vacancies
+from hltm.judge.data import Resume, Vacancy, load_resumes
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GateDecision
 from hltm.judge.journal import JournalEntry, Publication, config_gate, publish_ranking
@@ -317,7 +318,7 @@ def judge_all(
     """
     started = time.perf_counter()
     summary = RunSummary(index=refresh_index(env) if refresh else None, budget=budget)
-    vacancies = load_vacancies(env.sources_db, vacancy_ids, calibration_db=env.derived_db)
+    vacancies = calibrated_vacancies(env.sources_db, env.derived_db, vacancy_ids)
     for vacancy in vacancies:
         result = build_vacancy_pool(env, vacancy, run_id)
         summary.pools[vacancy.vacancy_id] = result

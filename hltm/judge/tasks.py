@@ -3,7 +3,7 @@
 `JUDGE_TASK` is what every judging path sends through `hltm.llm.LLM.run` — the nightly run, a
 vacancy's Dagster partition, the golden evaluation, the local protocol server (which finds the
 task by the schema name `JudgeVerdict` once this module is imported). Its offline handler is the
-rule-based judge in `hltm.judge.heuristic`.
+rule-based judge in `hltm.judge.offline.heuristic`.
 
 The schema is OpenAI-strict compatible: every field required, no free-form objects; a missing
 quote is an explicit null.
@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hltm.judge.heuristic import judge_offline
-from hltm.llm_tasks import Task, load_task
+from hltm.judge.offline.heuristic import judge_offline, prepare_batch
+from hltm.llm.registry import Task, load_task
 
 __all__ = [
     "JUDGE_TASK",
@@ -63,7 +63,7 @@ class JudgeVerdict(BaseModel):
         return {name: getattr(self, name).score for name in SCORE_NAMES}
 
 
-JUDGE_TASK: Task[JudgeVerdict] = load_task("judge", JudgeVerdict, judge_offline)
+JUDGE_TASK: Task[JudgeVerdict] = load_task("judge", JudgeVerdict, judge_offline, prepare_batch)
 
 
 def prompt_version() -> str:

@@ -49,7 +49,7 @@ import numpy as np
 
 from hltm.embeddings import CachedEmbedder
 from hltm.llm import LLM
-from hltm.llm_calls import Backend
+from hltm.llm.calls import Backend
 from hltm.memory import tasks
 from hltm.memory.flow import Flow, Job, NodeReport, OnNode, Outcome, Recorder
 from hltm.memory.hints import NO_HINTS, Hints

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hltm.llm_calls import Backend, LLMUsage
+from hltm.llm.calls import Backend, LLMUsage
 from hltm.memory.inputs import read_project_inputs, read_tree, source_children
 from hltm.memory.models import LEVELS, MemoryNode, Placement, split_node_id
 from hltm.memory.store import Drops

@@ -9,6 +9,7 @@ values (`skill: Python`, `skill: Kafka`), each value embedded on its own as `"fi
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -196,3 +197,11 @@ def split_node_id(node_id: str) -> tuple[str, str]:
     if level not in LEVELS or not source_id:
         raise ValueError(f"not a memory node id: {node_id!r} (expected '<level>:<source id>')")
     return level, source_id
+
+
+def required_support(threshold: float, children: int, minimum: int = 2) -> int:
+    """Children that must share a value for the parent to keep it: the larger of `minimum`
+    and the `threshold` share of the children, but never more than there are children."""
+    if children <= 0:
+        return 1
+    return max(1, min(children, max(minimum, math.ceil(threshold * children - 1e-9))))

@@ -25,8 +25,9 @@ from hltm.memory.models import (
     Placement,
     QAOutput,
     SummaryOutput,
+    required_support,
 )
-from hltm.memory.offline import passage_pairs, required_support
+from hltm.memory.passages import passage_pairs
 from hltm.memory.store import Drops
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from hltm.llm_tasks import load_task
-from hltm.memory import offline
+from hltm.llm.registry import load_task
 from hltm.memory.models import AggregateOutput, FacetsOutput, QAOutput, SummaryOutput
-from hltm.memory.places import load_gazetteer
+from hltm.memory.offline import extract as offline
+from hltm.memory.offline.places import load_gazetteer
 
 FACETS = load_task("facets", FacetsOutput, offline.facets)
 QA = load_task("qa", QAOutput, offline.qa)
@@ -22,5 +22,5 @@ def prompt_versions() -> dict[str, str]:
 
 def warm_up() -> None:
     """The offline rules' place tables, built before a server's first answer (see
-    `hltm.testing.openai_server.import_task_modules`)."""
+    `hltm_devkit.openai_server.import_task_modules`)."""
     load_gazetteer()

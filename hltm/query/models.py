@@ -30,8 +30,3 @@ class AnswerOutput(_Strict):
     rationale: str
     answer: str
     citation: list[str]
-
-
-class CorrectnessOutput(_Strict):
-    score: float
-    rationale: str

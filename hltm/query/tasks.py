@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hltm.llm_tasks import load_task
-from hltm.query import compose, metrics, parse
-from hltm.query.models import AnswerOutput, CorrectnessOutput, ParsedQuery
+from hltm.llm.registry import load_task
+from hltm.query import parse
+from hltm.query.models import AnswerOutput, ParsedQuery
+from hltm.query.offline import compose
 
 
 def _parse_offline(payload: dict[str, Any]) -> dict[str, Any]:
@@ -16,8 +17,7 @@ def _parse_offline(payload: dict[str, Any]) -> dict[str, Any]:
 
 PARSE = load_task("parse_query", ParsedQuery, _parse_offline)
 ANSWER = load_task("answer", AnswerOutput, compose.answer)
-JUDGE = load_task("answer_judge", CorrectnessOutput, metrics.judge_offline)
 
 
 def prompt_versions() -> dict[str, str]:
-    return {t.name: t.version for t in (PARSE, ANSWER, JUDGE)}
+    return {t.name: t.version for t in (PARSE, ANSWER)}

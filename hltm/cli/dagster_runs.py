@@ -1,0 +1,120 @@
+"""The CLI's one module that imports Dagster: it runs jobs of the code location on the
+persistent instance and reads what only the instance knows (the journal's anchor, the source
+observations, the recall probe's months). Every other command stays Dagster-free, so `hltm ask`
+or `hltm serve` never pay for loading Dagster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hltm.cli.common import fail
+
+# The project root, where `workspace.yaml` names the code location (`definitions`).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def dagster_home() -> Path:
+    """A persistent Dagster instance: runs and dynamic partitions survive restarts, and a killed
+    run is detected and failed (`resources.instance`)."""
+    from resources.instance import ensure_dagster_home
+
+    home, warning = ensure_dagster_home()
+    if warning:
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
+    return home
+
+
+def run_job(  # type: ignore[no-untyped-def]
+    name: str,
+    run_config: dict | None = None,
+    tags: dict | None = None,
+    asset_selection: list[str] | None = None,
+    partition_key: str | None = None,
+    fail_on_error: bool = True,
+):
+    """Run a job of the code location on the persistent instance, in this process: a run of the
+    code location (`resources.instance.execute_located`), listed under its job in the UI and
+    re-executable there. A failed run exits with its steps' reasons, or is returned as it is
+    (`fail_on_error=False`). Dagster's console shows nothing below CRITICAL: a failure is
+    printed once, as each failed step's own line, not as the event log's stack traces
+    (`dagster dev` keeps them)."""
+    import dagster as dg
+
+    from resources.instance import execute_located, fail_dead_runs, located_job
+
+    job, origin = located_job(PROJECT_ROOT, name)
+    selection = [dg.AssetKey(key) for key in asset_selection] if asset_selection else None
+    config = {**QUIET_RUN, **(run_config or {})}
+    run_tags = {**(tags or {}), **({"dagster/partition": partition_key} if partition_key else {})}
+    with dg.DagsterInstance.get() as instance:
+        fail_dead_runs(instance)  # a run killed earlier must not stay STARTED
+        result = execute_located(instance, job, origin, config, run_tags, selection)
+    if fail_on_error and not result.success:
+        reasons = (
+            step_failures(result)
+            or [e.message or "" for e in result.all_events if e.is_failure][-1:]
+        )
+        fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev"))
+    return result
+
+
+def refresh_memory(plan: Any) -> Any:
+    """A `refresh_memory_tree` run of a refresh plan, returned whether it failed or not."""
+    from assets.memory import refresh_run_config
+
+    return run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
+
+
+def step_failures(result: Any) -> list[str]:
+    """Each failed step's own message, one line: a `dg.Failure`'s description (e.g. the quote
+    gate's "blocked: 0/11 mandatory quotes survived") with the totals in its metadata, else the
+    exception that ended the step — not the run's "Steps failed: [...]"."""
+    lines = []
+    for event in result.get_step_failure_events():
+        data = event.step_failure_data
+        failure = data.user_failure_data
+        reason = failure.description if failure else None
+        totals = {k: v.value for k, v in (failure.metadata if failure else {}).items()}
+        numbers = [f"{k} {v}" for k, v in totals.items() if isinstance(v, int | float)]
+        if reason and numbers:
+            reason = f"{reason} ({', '.join(numbers)})"
+        if not reason:
+            error = data.error
+            while error is not None and error.cause is not None:
+                error = error.cause
+            reason = error.message.strip() if error is not None else "failed"
+        lines.append(f"{event.step_key}: {reason}")
+    return lines
+
+
+def journal_anchor_report(derived_db: Path) -> Any:
+    """The ranking journal checked against its head file and the instance's anchor."""
+    import dagster as dg
+
+    from assets.judge import chain_check
+
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        return chain_check(instance, derived_db)
+
+
+def observe_sources(sources_db: Path) -> None:
+    """A fresh observation of the source tables in the instance (the UI's row counts)."""
+    import dagster as dg
+
+    from assets.sources import record_source_observations
+
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        record_source_observations(instance, sources_db)
+
+
+def last_probe_month() -> str:
+    """The recall probe's latest monthly partition."""
+    from assets.probe import monthly
+
+    return monthly.get_last_partition_key()
