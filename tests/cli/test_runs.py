@@ -12,13 +12,14 @@ from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 
 from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
 from assets.sources import observe_sources_job, source_tables
-from hltm import dagster_instance
-from hltm.cli import dagster_home
-from hltm.cli.demo import build_memory, run_job
+from hltm.cli.dagster_runs import dagster_home, run_job
+from hltm.cli.demo import build_memory
 from hltm.cli.refresh import ALL_STALE
 from hltm.settings import Settings
 from resources import build_resources
-from tests.test_memory_dagster import ingested_sources, memory_world  # noqa: F401 (fixtures)
+from resources import instance as dagster_instance
+from tests.support import REPO
+from tests.support.memory import ingested_sources, memory_world  # noqa: F401 (fixtures)
 
 # The label a job's page in the UI filters its runs by: repository @ code location.
 JOB_PAGE_LABEL = "__repository__@definitions"
@@ -105,7 +106,7 @@ def test_the_ui_lists_the_cli_runs_under_their_jobs_with_their_checks(
     run_job("observe_sources")
     build_memory("rebuild_memory_tree")
     build_memory("refresh_memory_tree", ALL_STALE)
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     location = InProcessCodeLocationOrigin(
         LoadableTargetOrigin(module_name="definitions", working_directory=str(root)),
         location_name="definitions",

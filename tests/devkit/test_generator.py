@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hltm.sources.generator import (
+from hltm.sources.schema import TABLES, TABLES_BY_NAME
+from hltm_devkit.generator import (
     BASE_DATE,
     CITIES,
     FORMAL_REQUIREMENTS,
@@ -20,7 +21,6 @@ from hltm.sources.generator import (
     generate_world,
     label_pair,
 )
-from hltm.sources.schema import TABLES, TABLES_BY_NAME
 
 FILES = [f"{t.name}.jsonl" for t in TABLES] + ["ground_truth.json"]
 CYRILLIC = re.compile(r"[А-Яа-яЁё]")

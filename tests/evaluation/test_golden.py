@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hltm.embeddings import make_embedder
-from hltm.judge.golden import GOLDEN_DIR, check_pins, load_golden
-from hltm.judge.golden_eval import evaluate_golden
-from hltm.judge.golden_freeze import freeze_golden
+from hltm.evaluation.judge.golden import GOLDEN_DIR, check_pins, load_golden
+from hltm.evaluation.judge.golden_eval import evaluate_golden
+from hltm.evaluation.judge.golden_freeze import freeze_golden
 from hltm.llm import make_llm
 from hltm.settings import Settings
 

@@ -7,18 +7,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from hltm.query.baselines import RawCorpus
-from hltm.query.engine import QueryEngine
-from hltm.query.evaluation import (
+from hltm.evaluation.memory.baselines import RawCorpus
+from hltm.evaluation.memory.questions import (
     ALL_SYSTEMS,
     evaluate,
     retrieval_questions,
     summary_questions,
 )
+from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.settings import Settings
-from hltm.testing.openai_server import LocalOpenAIServer
-from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+from hltm_devkit.openai_server import LocalOpenAIServer
+from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 
 def test_question_sets_come_from_ground_truth(built_world: BuiltWorld) -> None:  # noqa: F811

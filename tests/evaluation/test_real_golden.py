@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 
 from hltm.embeddings import make_embedder
-from hltm.judge.golden import check_pins
-from hltm.judge.golden_real import REAL_DIR, RealDataMissing, label_pair, load_real_golden
+from hltm.evaluation.judge.golden import check_pins
+from hltm.evaluation.judge.golden_real import (
+    REAL_DIR,
+    RealDataMissing,
+    label_pair,
+    load_real_golden,
+)
 from hltm.settings import REQUIRE_REALDATA_ENV, Settings
 from tests.conftest import require_realdata
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from hltm.analysis.report import ReportSettings, build_report, judge_llms, parse_prices
-from hltm.judge.golden import GOLDEN_DIR, load_golden
+from hltm.evaluation.judge.golden import GOLDEN_DIR, load_golden
+from hltm.evaluation.judge.tender import ReportSettings, build_report, judge_llms, parse_prices
 from hltm.llm import DETERMINISTIC_MODEL
 
 pytestmark = [
@@ -120,8 +120,8 @@ def test_tender_over_models_served_by_the_local_server(settings, tmp_path) -> No
     from dataclasses import replace
 
     import hltm.judge.tasks  # noqa: F401  (registers the judge task with the server)
-    from hltm.judge.golden_eval import evaluate_golden
-    from hltm.testing.openai_server import LocalOpenAIServer
+    from hltm.evaluation.judge.golden_eval import evaluate_golden
+    from hltm_devkit.openai_server import LocalOpenAIServer
 
     gs = load_golden()
     vacancies = [v.vacancy_id for v in gs.vacancies[:2]]

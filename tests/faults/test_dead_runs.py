@@ -22,11 +22,11 @@ import pytest
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
 from assets.memory import REFRESH_TAG
-from hltm.cli import dagster_home
-from hltm.dagster_instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
+from hltm.cli.dagster_runs import dagster_home
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from tests.test_memory_dagster import make_harness
+from resources.instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
+from tests.support.memory import make_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 

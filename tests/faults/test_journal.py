@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata
 from hltm.cli import main
-from hltm.dagster_instance import ensure_dagster_home
 from hltm.judge.journal import (
     Publication,
     _derive_rankings,
@@ -30,7 +29,8 @@ from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
 from hltm.settings import Settings
 from hltm.warehouse import connect
-from tests.judge_helpers import POOL, VACANCY
+from resources.instance import ensure_dagster_home
+from tests.support.judge import POOL, VACANCY
 
 ROWS = 6
 

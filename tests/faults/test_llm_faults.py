@@ -23,23 +23,23 @@ import pytest
 
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
 from assets.memory import MEMORY_CHECKS
-from hltm import dagster_instance
-from hltm.cli import demo
+from hltm.cli import dagster_runs
 from hltm.llm import LLMError, LLMUsage, make_llm
-from hltm.llm_calls import Request
+from hltm.llm.calls import Request
 from hltm.memory import builder_from_settings
 from hltm.memory.inputs import read_project_inputs
-from hltm.memory.scenarios import read_world
 from hltm.memory.store import degraded_nodes
 from hltm.settings import Settings
-from hltm.testing.openai_app import ServerStats
-from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.warehouse import connect
+from hltm_devkit.openai_app import ServerStats
+from hltm_devkit.openai_server import LocalOpenAIServer
+from hltm_devkit.scenarios import read_world
 from resources import build_resources
-from tests import test_memory_dagster as _shared
-from tests.test_llm_protocol import WORD_TASK, quick, words
-from tests.test_llm_protocol import _clean_server as _clean_server  # autouse: faults, stats, …
-from tests.test_llm_protocol import server as server  # one local server for the module
+from resources import instance as dagster_instance
+from tests.support import memory as _shared
+from tests.support.llm import WORD_TASK, quick, words
+from tests.support.llm import _clean_server as _clean_server  # autouse: faults, stats, …
+from tests.support.llm import server as server  # one local server for the module
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world
@@ -282,7 +282,7 @@ def test_a_failed_job_prints_the_failing_steps_own_message(
         dagster_instance, "located_job", lambda root, name: (dg.reconstructable(judge_like), None)
     )
     with pytest.raises(SystemExit):
-        demo.run_job("judge_like")
+        dagster_runs.run_job("judge_like")
     printed = capsys.readouterr().err
     printed = printed[printed.index("error: Dagster job 'judge_like' failed") :]
     assert "gate: blocked: 0/11 mandatory quotes survived (gate 90%)" in printed
@@ -307,7 +307,7 @@ _ONE_CALL_IN_A_NEW_PROCESS = """
     from pathlib import Path
     from hltm.llm import make_llm
     from hltm.settings import Settings
-    from tests.test_llm_protocol import WORD_TASK, words
+    from tests.support.llm import WORD_TASK, words
 
     settings = Settings.from_env(
         llm_backend="openai", openai_base_url=sys.argv[1], openai_api_key="test",
@@ -351,7 +351,7 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
     assert second == [2, 1, server.stats.prompt_tokens]
 
     # A remembered profile that fails is re-probed from the full feature set, then re-learnt.
-    from hltm.openai_backend import PROFILES_FILE
+    from hltm.llm.openai_backend import PROFILES_FILE
 
     stored = tmp_path / "cache" / PROFILES_FILE
     profiles = json.loads(stored.read_text())

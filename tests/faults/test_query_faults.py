@@ -34,16 +34,16 @@ import pytest
 from hltm.llm import LLM, DeterministicBackend, Task, make_llm
 from hltm.query import tasks
 from hltm.query.access import create_token
-from hltm.query.api import MAX_QUESTION_CHARS
 from hltm.query.engine import QueryEngine, validate_citations
-from hltm.query.http import MAX_BODY_BYTES, ServeLimits, create_app
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
+from hltm.serving.api import MAX_QUESTION_CHARS
+from hltm.serving.http import MAX_BODY_BYTES, ServeLimits, create_app
 from hltm.settings import Settings
-from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import connect
-from tests.query_support import BuiltWorld, built_world  # noqa: F401
+from hltm_devkit.openai_server import LocalOpenAIServer
+from tests.support.query import BuiltWorld, built_world  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_S = 1.5

@@ -13,8 +13,8 @@ from assets.memory import REFRESH_TAG
 from hltm.memory.store import MEMORY_TABLE
 from hltm.settings import Settings
 from hltm.warehouse import connect
-from tests import test_memory_dagster as _shared
-from tests.test_memory_dagster import make_harness
+from tests.support import memory as _shared
+from tests.support.memory import make_harness
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world

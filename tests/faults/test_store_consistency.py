@@ -15,10 +15,10 @@ import numpy as np
 
 from assets.memory import memory_store_consistent
 from hltm.memory import builder_from_settings, memory_collection_name
-from hltm.memory.scenarios import read_world
 from hltm.settings import Settings
+from hltm_devkit.scenarios import read_world
 from resources import build_resources
-from tests import test_memory_dagster as _shared
+from tests.support import memory as _shared
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world

@@ -8,16 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from hltm.judge import stats as st
-from hltm.judge.formal import drop_formal, is_formal, split_formal
-from hltm.judge.gate import GATE_MIN_SURVIVAL, gate_decision, gate_from_counts
-from hltm.judge.metrics import (
+from hltm.evaluation.judge import stats as st
+from hltm.evaluation.judge.metrics import (
     fit_recall,
     fit_recall_counts,
     overall_fit_recall,
     overall_precision,
     precision_at_k,
 )
+from hltm.evaluation.judge.stats_report import render_report
+from hltm.judge.formal import drop_formal, is_formal, split_formal
+from hltm.judge.gate import GATE_MIN_SURVIVAL, gate_decision, gate_from_counts
 from hltm.judge.pools import BM25Index, PoolEntry, rrf, union_pool
 from hltm.judge.quotes import (
     apply_validation,
@@ -26,7 +27,6 @@ from hltm.judge.quotes import (
     survival_rate,
     validate_quote,
 )
-from hltm.judge.stats_report import render_report
 from hltm.judge.text import tokenize
 
 # --------------------------------------------------------------------------- tokenizer

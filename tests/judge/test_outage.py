@@ -26,10 +26,11 @@ from hltm.judge.pipeline import Budget, judge_config, judge_pool
 from hltm.judge.service import RunSummary
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError, make_llm
 from hltm.settings import Settings
-from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.warehouse import connect
-from tests.judge_helpers import POOL, VACANCY
-from tests.test_llm_protocol import openai_settings, quick
+from hltm_devkit.openai_server import LocalOpenAIServer
+from tests.support import REPO
+from tests.support.judge import POOL, VACANCY
+from tests.support.llm import openai_settings, quick
 
 
 class Outage(DeterministicBackend):
@@ -160,7 +161,7 @@ def test_vacancies_without_any_resume_are_not_a_gate_failure(settings: Settings)
     from hltm.judge.service import JudgeEnv, judge_all
     from hltm.sources.ingest import ingest_directory
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "own-export"
+    example = REPO / "examples" / "own-export"
     assert ingest_directory(example, settings.sources_db).quarantined == 0
     summary = judge_all(JudgeEnv.from_settings(settings), budget=None, workers=1)
     assert summary.totals()["vacancies"] == 2 and summary.totals()["pool_pairs"] == 0

@@ -24,9 +24,9 @@ from hltm.judge.service import fair_shares
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JudgeVerdict
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError
-from hltm.llm_tasks import payload_from_messages
+from hltm.llm.registry import payload_from_messages
 from hltm.warehouse import connect
-from tests.judge_helpers import POOL, VACANCY, make_resume
+from tests.support.judge import POOL, VACANCY, make_resume
 
 _resume = make_resume
 

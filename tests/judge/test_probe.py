@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from hltm.analysis import probe
+from hltm.judge import probe
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.service import JudgeEnv, build_vacancy_pool, judge_all
 from hltm.llm import DETERMINISTIC_MODEL, LLM
-from hltm.llm_tasks import payload_from_messages
+from hltm.llm.registry import payload_from_messages
 from hltm.warehouse import connect
 
 

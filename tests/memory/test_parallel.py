@@ -18,10 +18,10 @@ from hltm.memory.hints import NO_HINTS
 from hltm.memory.inputs import read_project_inputs, read_tree
 from hltm.memory.models import node_id_for
 from hltm.memory.representations import build_project
-from hltm.memory.scenarios import read_world
 from hltm.settings import Settings
 from hltm.warehouse import connect
-from tests import test_memory_dagster as _shared
+from hltm_devkit.scenarios import read_world
+from tests.support import memory as _shared
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world

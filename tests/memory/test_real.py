@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from hltm.memory import offline
-from hltm.memory.tasks import FACETS, QA, SUMMARY
-from hltm.query.compose import answer
-from hltm.realdata.postings import (
+from hltm.evaluation.realdata.postings import (
     Posting,
     load_hh,
     load_linkedin,
@@ -23,9 +20,13 @@ from hltm.realdata.postings import (
     salary_matches,
     text_states,
 )
+from hltm.memory.offline import extract as offline
+from hltm.memory.tasks import FACETS, QA, SUMMARY
+from hltm.query.offline.compose import answer
 from hltm.settings import Settings
+from tests.support import FIXTURES
 
-ROWS = json.loads((Path(__file__).parent / "fixtures/memory/realdata_rows.json").read_text())
+ROWS = json.loads((FIXTURES / "memory/realdata_rows.json").read_text())
 
 
 def _payload(pid: str, title: str, documents: list[tuple[str, str, str]]) -> dict[str, Any]:

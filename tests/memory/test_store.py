@@ -12,12 +12,12 @@ from chromadb.api.models.Collection import Collection
 
 from hltm.memory import MemoryConfig
 from hltm.memory.hints import Hints, QATemplate, save_hints
-from hltm.memory.scenarios import change_project, move_project, read_world, remove_project
 from hltm.memory.store import current_versions, memory_collection_name, subtree_node_ids
 from hltm.settings import Settings
 from hltm.warehouse import connect
-from tests import test_memory_dagster as _shared
-from tests.test_memory_lossless import _builder
+from hltm_devkit.scenarios import change_project, move_project, read_world, remove_project
+from tests.support import memory as _shared
+from tests.support.memory import hashing_builder as _builder
 
 # The shared fixtures: a copy of the small world's sources, ingested once per session.
 ingested_sources = _shared.ingested_sources

@@ -30,7 +30,7 @@ from hltm.patterns import (
 )
 from hltm.query.log import log_path
 from hltm.warehouse import connect
-from tests.query_support import BuiltWorld, built_world  # noqa: F401
+from tests.support.query import BuiltWorld, built_world  # noqa: F401
 
 # ---- templates ------------------------------------------------------------------------------
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
+from hltm.evaluation.memory.baselines import Baselines, RawCorpus
+from hltm.evaluation.memory.leakage import leakage_questions, run_leakage
 from hltm.llm import LLM, DeterministicBackend, Task
-from hltm.query.baselines import Baselines, RawCorpus
 from hltm.query.boundary import ScopedMemory, SubtreeVectors, memory_collection
 from hltm.query.engine import QueryEngine
-from hltm.query.leakage import leakage_questions, run_leakage
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity, ScopeError, resolve_scope
 from hltm.warehouse import connect
-from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 QUESTIONS = (
     "Where do I usually hire?",

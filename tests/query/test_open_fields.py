@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hltm.query.baselines import RawCorpus
+from hltm.evaluation.memory.baselines import RawCorpus
 from hltm.query.boundary import ScopedMemory
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity, resolve_scope
 from hltm.query.snapshot import NODE_COLUMNS, node_view
 from hltm.warehouse import connect
-from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 
 def _stored_roles(world: BuiltWorld, contract_id: str) -> dict[str, dict[str, set[str]]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hltm.query.compose import answer as compose
+from hltm.evaluation.memory.metrics import bleu1, set_prf, token_f1
 from hltm.query.engine import validate_citations
-from hltm.query.metrics import bleu1, set_prf, token_f1
+from hltm.query.offline.compose import answer as compose
 from hltm.query.parse import parse_question
 from hltm.query.scope import Identity, Scope, ScopeError
 

@@ -16,9 +16,9 @@ from starlette.testclient import TestClient
 
 from hltm.query.access import create_token, identity_for_token, list_tokens, revoke_token
 from hltm.query.engine import QueryEngine
-from hltm.query.http import create_app
 from hltm.query.scope import Identity
-from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+from hltm.serving.http import create_app
+from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_the_workers_port_is_refused_when_another_program_holds_it() -> None:
     ask to share it is still refused, before any worker starts."""
     import socket
 
-    from hltm.query.http import _port_socket
+    from hltm.serving.http import _port_socket
 
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
@@ -189,7 +189,7 @@ def test_serve_runs_one_engine_per_worker_process_on_one_port(
     import signal
     from concurrent.futures import ThreadPoolExecutor
 
-    from hltm.query.http import ServeLimits, serve
+    from hltm.serving.http import ServeLimits, serve
 
     port = _free_port()
     args = (built_world.settings, "127.0.0.1", port, ServeLimits(), 2)
@@ -260,7 +260,7 @@ def test_a_worker_over_its_share_of_connections_closes_the_one_it_answers_on() -
     most once per interval; the response is otherwise untouched."""
     import asyncio
 
-    from hltm.query.balance import ConnectionShares, balanced
+    from hltm.serving.balance import ConnectionShares, balanced
 
     counts = [0, 20]  # the other worker's published count
     mine = {"open": 31}

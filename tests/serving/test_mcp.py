@@ -27,11 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hltm.query.access import create_token, revoke_token
 from hltm.query.engine import QueryEngine
-from hltm.query.mcp_server import create_server, http_app
 from hltm.query.scope import Identity
+from hltm.serving.mcp_server import create_server, http_app
 from hltm.settings import E5_ONNX_BACKEND
-from tests.api_support import RankedVacancies, publish_two_rankings
-from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+from tests.support.api import RankedVacancies, publish_two_rankings
+from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 TOOLS = {"ask", "ranking", "whoami"}
 QUESTION = "Where do I usually hire?"

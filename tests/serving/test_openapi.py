@@ -17,7 +17,7 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from hltm.judge.calibration import Calibration, Proposal, store_calibrations
+from hltm.judge.calibration import Calibration, Proposal, calibrated_vacancies, store_calibrations
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.gate import GateDecision
 from hltm.judge.journal import publish_ranking
@@ -25,11 +25,11 @@ from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import make_llm
 from hltm.query.access import create_token
 from hltm.query.engine import QueryEngine
-from hltm.query.http import create_app
-from hltm.query.rankings import scoped_ranking, vacancy_owner
 from hltm.query.scope import Identity
-from tests.api_support import RankedVacancies, publish_two_rankings
-from tests.query_support import BuiltWorld, built_world, engine  # noqa: F401
+from hltm.serving.http import create_app
+from hltm.serving.rankings import scoped_ranking, vacancy_owner
+from tests.support.api import RankedVacancies, publish_two_rankings
+from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_a_calibrated_vacancy_s_ranking_is_current_right_after_publication(
         derived,
         [Calibration(plain.vacancy_id, plain.own_version_key, owner.seat_id, None, [usual])],
     )
-    (vacancy,) = load_vacancies(sources, [plain.vacancy_id], calibration_db=derived)
+    (vacancy,) = calibrated_vacancies(sources, derived, [plain.vacancy_id])
     assert vacancy.version_key != plain.version_key  # the calibration is part of the key
     pool = load_resumes(sources, layer="active")[:2]
     llm = make_llm(built_world.settings, model=built_world.settings.judge_model)

@@ -17,13 +17,14 @@ from dagster_graphql.test.utils import define_out_of_process_context, execute_da
 
 from assets.memory import MEMORY_ASSETS
 from assets.sources import source_tables
-from hltm.memory.scenarios import read_world
 from hltm.settings import Settings
-from hltm.sources.generator import WorldSize, generate_world
 from hltm.sources.ingest import ingest_directory
+from hltm_devkit.generator import WorldSize, generate_world
+from hltm_devkit.scenarios import read_world
 from resources import build_resources
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 ASSET_EDGES = """
 query {

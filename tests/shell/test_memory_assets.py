@@ -5,114 +5,19 @@ its lineage, and the partitioned assets build single nodes."""
 from __future__ import annotations
 
 import random
-import shutil
-from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pytest
-from dagster._core.storage.tags import RUN_KEY_TAG
 
-from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
+from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS
 from assets.sources import source_tables
-from hltm.memory.scenarios import change_project, move_project, read_world, remove_project
 from hltm.memory.store import read_built
 from hltm.settings import Settings
-from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
-from resources import MemoryTreeResource, build_resources
-from sensors.source_changes import source_changes
-
-
-@pytest.fixture(scope="session")
-def ingested_sources(world_files: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small shared world ingested once; each test gets a copy of the file."""
-    path = tmp_path_factory.mktemp("memory-sources") / "sources.duckdb"
-    report = ingest_directory(world_files, path)
-    assert report.quarantined == 0, report.summary()
-    return path
-
-
-@pytest.fixture
-def memory_world(settings: Settings, ingested_sources: Path) -> Settings:
-    """`memory_world` without re-ingesting: a fresh data directory with a copy of the sources."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ingested_sources, settings.sources_db)
-    return settings
-
-
-def memory_resources(settings: Settings, **tree: Any) -> dict[str, Any]:
-    return build_resources(settings, memory_tree=MemoryTreeResource(**tree))
-
-
-def memory_definitions(settings: Settings, **tree: Any) -> dg.Definitions:
-    return dg.Definitions(
-        assets=[source_tables, *MEMORY_ASSETS],
-        jobs=MEMORY_JOBS,
-        sensors=[source_changes],
-        resources=memory_resources(settings, **tree),
-    )
-
-
-def make_harness(settings: Settings, **tree: Any) -> Harness:
-    return Harness(memory_definitions(settings, **tree), memory_resources(settings, **tree))
-
-
-class Harness:
-    """Drives the sensor like the daemon does: apply partition requests, launch the run."""
-
-    def __init__(self, defs: dg.Definitions, resources: dict[str, Any]) -> None:
-        self.defs = defs
-        self.resources = resources
-        self.instance = dg.DagsterInstance.ephemeral()
-        self.cursor: str | None = None
-
-    def tick(self) -> dg.SensorResult | dg.SkipReason:
-        with dg.build_sensor_context(
-            instance=self.instance, cursor=self.cursor, resources=self.resources
-        ) as context:
-            result = source_changes(context)
-            if context.cursor_updated:  # `update_cursor` beside a SkipReason
-                self.cursor = context.cursor
-        if isinstance(result, dg.SensorResult):
-            self.cursor = result.cursor or self.cursor
-            for request in result.dynamic_partitions_requests or []:
-                if isinstance(request, dg.AddDynamicPartitionsRequest):
-                    self.instance.add_dynamic_partitions(
-                        request.partitions_def_name, list(request.partition_keys)
-                    )
-                else:
-                    for key in request.partition_keys:
-                        self.instance.delete_dynamic_partition(request.partitions_def_name, key)
-        return result
-
-    def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-        """The requested run, tagged with its run key as the daemon tags it."""
-        job = self.defs.get_job_def("refresh_memory_tree")
-        return job.execute_in_process(
-            run_config=request.run_config,
-            instance=self.instance,
-            raise_on_error=False,
-            tags={**request.tags, RUN_KEY_TAG: request.run_key or ""},
-        )
-
-    def tick_and_run(self) -> tuple[dg.SensorResult | dg.SkipReason, list[Any]]:
-        result = self.tick()
-        runs = []
-        if isinstance(result, dg.SensorResult):
-            for request in result.run_requests or []:
-                runs.append(self.run(request))
-        return result, runs
-
-
-def materializations(result: dg.ExecuteInProcessResult) -> list[tuple[str, str]]:
-    return sorted(
-        (e.asset_key.to_user_string(), e.partition or "")
-        for e in (
-            ev.event_specific_data.materialization
-            for ev in result.get_asset_materialization_events()
-        )  # type: ignore[union-attr]
-    )
+from hltm_devkit.scenarios import change_project, move_project, read_world, remove_project
+from resources import build_resources
+from tests.support.memory import make_harness, materializations, memory_definitions
+from tests.support.memory import memory_world as memory_world  # noqa: F401 (fixture)
 
 
 def test_code_location_loads() -> None:

@@ -16,13 +16,13 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 
 import sensors.source_changes as sensor_module
 from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
-from hltm.memory.scenarios import change_project, read_world
 from hltm.memory.tree import VersionConfig
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, ingest_directory
 from hltm.warehouse import connect
-from tests import test_memory_dagster as _shared
-from tests.test_memory_dagster import make_harness
+from hltm_devkit.scenarios import change_project, read_world
+from tests.support import memory as _shared
+from tests.support.memory import make_harness
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world

@@ -20,6 +20,7 @@ from hltm.sources.ingest import (
     table_counts,
 )
 from hltm.warehouse import connect
+from tests.support import FIXTURES
 
 
 def _jsonl(path: Path, rows: list[dict]) -> None:
@@ -196,8 +197,8 @@ def test_deleting_an_unknown_id_names_it_whole(settings: Settings) -> None:
 
 def _real_resumes_without_language(src: Path) -> None:
     """The livecareer rows (no language column) and one Russian resume text beside them."""
-    real = pl.read_csv(Path(__file__).parent / "fixtures/ingest/resumes_livecareer.csv")
-    russian = pl.read_csv(Path(__file__).parent / "fixtures/ingest/vacancies_hh_ru.csv")
+    real = pl.read_csv(FIXTURES / "ingest/resumes_livecareer.csv")
+    russian = pl.read_csv(FIXTURES / "ingest/vacancies_hh_ru.csv")
     extra = pl.DataFrame(
         {
             "ID": ["ru-1", "digits"],

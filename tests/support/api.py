@@ -13,8 +13,8 @@ from hltm.judge.gate import GateDecision
 from hltm.judge.journal import publish_ranking
 from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import make_llm
-from hltm.query.rankings import vacancy_owner
-from tests.query_support import BuiltWorld
+from hltm.serving.rankings import vacancy_owner
+from tests.support.query import BuiltWorld
 
 POOL_SIZE = 3
 _PUBLISHED: dict[str, RankedVacancies] = {}

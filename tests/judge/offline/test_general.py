@@ -4,15 +4,15 @@ titles found in any layout, every line as evidence, an unknown role in the middl
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from hltm.judge.heuristic import judge_offline, prepare_pool
-from hltm.judge.resume import parse_resume
+from hltm.evaluation.judge.titles import designation_spans
+from hltm.judge.offline.heuristic import judge_offline, prepare_pool
+from hltm.judge.offline.resume import parse_resume
 from hltm.judge.tasks import JudgeVerdict
-from hltm.judge.title_eval import designation_spans
+from tests.support import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "judge"
+FIXTURES = SHARED_FIXTURES / "judge"
 EDUCATION_THEN_TITLE = (FIXTURES / "indeed_060_education_then_title.txt").read_text("utf-8")
 SKILLS_FIRST_LINE = (FIXTURES / "indeed_060_skills_first_line.txt").read_text("utf-8")
 

@@ -5,17 +5,17 @@ ordering, and the quote relevance check."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hltm.judge.heuristic import judge_offline, prepare_pool
+from hltm.judge.offline.heuristic import judge_offline, prepare_pool
+from hltm.judge.offline.resume import MAX_TITLE_CHARS, month_index, parse_resume
 from hltm.judge.quotes import apply_validation
-from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
 from hltm.judge.tasks import JudgeVerdict
+from tests.support import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "judge"
+FIXTURES = SHARED_FIXTURES / "judge"
 ACCOUNTANT = (FIXTURES / "livecareer_11163645.txt").read_text(encoding="utf-8")  # ID 11163645
 LINE_ATTENDANT = (FIXTURES / "livecareer_11995013.txt").read_text(encoding="utf-8")  # 11995013
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from openai.lib._pydantic import to_strict_json_schema
 
-from hltm.memory import offline
 from hltm.memory.hints import Hints, QATemplate
 from hltm.memory.models import AggregateOutput, FacetsOutput, QAOutput, SummaryOutput
+from hltm.memory.offline import extract as offline
 from hltm.memory.tasks import AGGREGATE, FACETS, QA, SUMMARY
 
 
