@@ -19,9 +19,11 @@ $(VENV)/.installed: pyproject.toml
 demo: setup  ## sample world → sources → memory tree → cited answer → ranked vacancy
 	$(BIN)/hltm demo
 
-test: setup  ## lint, validate the code location, run the test suite
+test: setup  ## lint, check the import contracts, build the docs, validate the code location, run the tests
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict --quiet
 	$(BIN)/dagster definitions validate -m definitions
 	$(BIN)/python -m pytest
 
@@ -30,4 +32,4 @@ ui: setup  ## the Dagster UI on http://127.0.0.1:$(PORT) (persistent instance in
 	$(BIN)/dagster dev -w workspace.yaml -p $(PORT)
 
 clean:
-	rm -rf data .dagster_home
+	rm -rf data .dagster_home site
