@@ -26,7 +26,7 @@ from resources import PlatformResource
 PROBE_GROUP = "judge_analysis"
 RECALL_PROBE_KEY = dg.AssetKey("recall_probe")
 CHECK_NAME = "displacing_finds"
-# The judge's published results the probe compares against (asset keys of issue 5's layer).
+# The judge's published results the probe compares against (asset keys of the judge's layer).
 JUDGE_RESULT_KEYS = [dg.AssetKey("rankings")]
 
 monthly = dg.MonthlyPartitionsDefinition(start_date=probe_core.ProbeSettings.from_env().start_date)

@@ -1,4 +1,4 @@
-"""What breaks first at 100,000 projects, 10,000 seats and 1,000 contracts (issue 12 item 5).
+"""What breaks first at 100,000 projects, 10,000 seats and 1,000 contracts.
 
 Synthetic sources (one short job description per project; memory content is not needed for
 these figures) are written as JSONL and ingested, then each scale-sensitive step is measured:

@@ -157,7 +157,7 @@ class Settings:
         return replace(settings, **overrides) if overrides else settings
 
 
-# ---- Component settings: judge, probe, patterns, statistics, API token (issue 11.5) ----------
+# ---- Component settings: judge, probe, patterns, statistics, API token ----------
 # Every other `HLTM_*` variable is read here too, so one table lists them all (`hltm settings`).
 # Each reader returns only the variables that are set: the component's own dataclass keeps its
 # defaults, and a bad value fails with the variable's name.
@@ -314,12 +314,15 @@ REALDATA_SOURCES_HINT = (
 )
 
 
+# The repository the package runs from (an editable install): prompts, golden sets, workspace.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
 def realdata_dir() -> Path:
     """The public real data sets (`HLTM_REALDATA`), else ``../shared/realdata`` beside the
     repository, where CI has them."""
     env = _env("HLTM_REALDATA")
-    repo_root = Path(__file__).resolve().parents[1]
-    return Path(env).resolve() if env else (repo_root.parent / "shared" / "realdata").resolve()
+    return Path(env).resolve() if env else (REPO_ROOT.parent / "shared" / "realdata").resolve()
 
 
 def judge_cron() -> str:

@@ -1,7 +1,7 @@
 """The judge's automation: keep ``vacancies`` partitions in sync, calibrate and re-rank changed
 vacancies, re-calibrate after memory changes, and (when switched on) judge everything nightly.
 
-Nothing here spends LLM budget unasked (issue 11):
+Nothing here spends LLM budget unasked:
 
 * `vacancy_changes` (sensor, on by default) — its **first evaluation adopts the current
   vacancies as the baseline**: it syncs the ``vacancies`` partitions and requests no run, so

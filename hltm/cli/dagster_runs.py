@@ -11,9 +11,8 @@ from typing import Any
 import click
 
 from hltm.cli.common import fail
+from hltm.settings import REPO_ROOT
 
-# The project root, where `workspace.yaml` names the code location (`definitions`).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -46,7 +45,7 @@ def run_job(  # type: ignore[no-untyped-def]
 
     from resources.instance import execute_located, fail_dead_runs, located_job
 
-    job, origin = located_job(PROJECT_ROOT, name)
+    job, origin = located_job(REPO_ROOT, name)
     selection = [dg.AssetKey(key) for key in asset_selection] if asset_selection else None
     config = {**QUIET_RUN, **(run_config or {})}
     run_tags = {**(tags or {}), **({"dagster/partition": partition_key} if partition_key else {})}

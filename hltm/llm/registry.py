@@ -7,14 +7,14 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from hltm.settings import REPO_ROOT
 from hltm.tokens import count_tokens
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = REPO_ROOT / "prompts"
 INPUT_FENCE = "```json"
 # Per-message framing tokens in the chat format (OpenAI's counting recipe).
 _TOKENS_PER_MESSAGE = 3

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.journal import JournalEntry, ranking_as_of
 from hltm.query.scope import Identity, ScopeError
@@ -63,8 +64,14 @@ def vacancy_owner(
         if not all(table_exists(con, t) for t in ("vacancies", "projects", "seats")):
             return None
         row = con.execute(_OWNERSHIP_SQL, [vacancy_id]).fetchone()
-    vacancies = load_vacancies(sources_db, [vacancy_id], derived_db) if row else []
-    if row is None or not vacancies:
+    if row is None:
+        return None
+    vacancies = (
+        calibrated_vacancies(sources_db, derived_db, [vacancy_id])
+        if derived_db is not None
+        else load_vacancies(sources_db, [vacancy_id])
+    )
+    if not vacancies:
         return None
     project_id, seat_id, contract_id = row
     vacancy = vacancies[0]

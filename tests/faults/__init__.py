@@ -1,1 +1,1 @@
-"""Fault tests: each one reproduces a defect found by the fault-and-bad-input pass (issue 10)."""
+"""Fault tests: each one reproduces a defect found by a fault-and-bad-input pass."""

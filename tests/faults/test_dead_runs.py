@@ -1,4 +1,4 @@
-"""A killed run never leaves the automation stuck (issue 10 item 1).
+"""A killed run never leaves the automation stuck.
 
 A memory refresh executing in its own process is killed with SIGKILL mid-run. Dagster cannot
 record its end, so it stays STARTED, holding the one `hltm/memory_refresh` slot. The run

@@ -1,4 +1,4 @@
-"""Ids are identifiers (issue 10 item 2): one canonical form, anything outside it quarantined
+"""Ids are identifiers: one canonical form, anything outside it quarantined
 with its reason at ingest, and two distinct ids never share a memory collection, so one odd
 contract never fails the nodes of another."""
 

@@ -1,6 +1,6 @@
 """Ingest on files as they come: every good row loads, every bad one is quarantined with its
-reason and line, one bad file never stops the others, and the summary always says what happened
-(issue 10 item 7, item 12's document bound, issue 9 item 4)."""
+reason and line, one bad file never stops the others, and the summary always says what
+happened."""
 
 from __future__ import annotations
 

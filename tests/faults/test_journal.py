@@ -1,4 +1,4 @@
-"""The ranking journal notices a deleted tail and a forged `rankings` table (issue 10.6).
+"""The ranking journal notices a deleted tail and a forged `rankings` table.
 
 Before: deleting the last 1, 5 or all journal rows passed `hltm judge verify` and the asset
 check, and an edited `rankings` row was served by `hltm judge show`. Now the chain's head is

@@ -1,4 +1,4 @@
-"""`source_changes` heals the tree without waiting for a source change (issue 10 item 11): a
+"""`source_changes` heals the tree without waiting for a source change: a
 store emptied by a crash is diffed and rebuilt on the next tick; a slow periodic full diff runs
 even when neither the sources nor the store moved; and a tick never stacks a second refresh on
 one still running."""
@@ -53,8 +53,8 @@ def test_no_second_refresh_while_one_is_queued(memory_world: Settings) -> None:
 
 
 def test_memory_assets_show_the_sensor_as_their_automation() -> None:
-    """The UI lists an instigator under an asset when one of its target jobs holds the asset
-    (issue 11 item 3); the sensor's runs stay the one ordered `refresh_memory_tree`."""
+    """The UI lists an instigator under an asset when one of its target jobs holds the asset;
+    the sensor's runs stay the one ordered `refresh_memory_tree`."""
     from dagster._core.remote_representation.external_data import RepositorySnap
 
     from definitions import defs

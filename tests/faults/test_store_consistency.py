@@ -1,4 +1,4 @@
-"""Crash leftovers and a lost vector index are noticed and repaired (issue 10, item 10).
+"""Crash leftovers and a lost vector index are noticed and repaired.
 
 A kill between the Chroma write and the DuckDB flip leaves items no row accepts; they take
 nearest-neighbour slots before readers filter them out. A fresh Chroma (a new server, a wiped

@@ -292,7 +292,7 @@ def test_formal_item_list_is_configurable(db: Path) -> None:
 
 
 def test_the_vector_cut_is_the_same_whatever_the_index_order(tmp_path: Path) -> None:
-    """Issue 10 (low): the pool size varied between runs with no source change, because the
+    """The pool size varied between runs with no source change, because the
     HNSW search orders ties arbitrarily and the top-k cut went through a tie. Ten exact copies
     of each of six vectors, inserted in four orders: the cut at 15 splits a tie every time."""
     import random

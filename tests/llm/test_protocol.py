@@ -32,6 +32,7 @@ from hltm.settings import Settings
 from hltm_devkit.openai_server import LocalOpenAIServer, import_task_modules
 from tests.support import REPO
 from tests.support.llm import WORD_TASK, WordStats, _word_stats, openai_settings, quick, words
+from tests.support.llm import _clean_server as _clean_server  # noqa: F401 (autouse fixture)
 from tests.support.llm import server as server  # noqa: F401 (fixture)
 
 # --------------------------------------------------------------------------- tiny test tasks

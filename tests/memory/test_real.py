@@ -21,6 +21,7 @@ from hltm.evaluation.realdata.postings import (
     text_states,
 )
 from hltm.memory.offline import extract as offline
+from hltm.memory.passages import passage_pairs
 from hltm.memory.tasks import FACETS, QA, SUMMARY
 from hltm.query.offline.compose import answer
 from hltm.settings import Settings
@@ -125,7 +126,7 @@ def test_russian_salary_range_is_structured() -> None:
 def test_qa_and_summary_carry_the_sessions_own_content() -> None:
     payload = _session()
     payload["facets"] = offline.facets(payload)["facets"]
-    stored = offline.qa(payload)["pairs"] + offline.passage_pairs(payload)
+    stored = offline.qa(payload)["pairs"] + passage_pairs(payload)
     pairs = QA.output_model.model_validate({"pairs": stored}).pairs
     doc_ids = {d["document_id"] for d in payload["documents"]}
     assert len(pairs) >= 3
@@ -149,7 +150,7 @@ def test_every_fact_bearing_turn_has_a_pair_that_quotes_it_after_the_turn_before
     asked by a question that quotes it after the passage before it (an answer follows its
     question); a bare "Thanks!" bears none; a long document is cut into passages."""
     payload = _session()
-    pairs = offline.passage_pairs(payload)
+    pairs = passage_pairs(payload)
     questions = " ".join(p["question"] for p in pairs)
     for phrase in ("LGBTQ support group yesterday", "swamped with the kids", "career options"):
         assert phrase in questions
@@ -160,7 +161,7 @@ def test_every_fact_bearing_turn_has_a_pair_that_quotes_it_after_the_turn_before
         ("t4", "chat", "Ana: At the shelter in Porto."),
         ("t5", "notes", " ".join(f"Fact number {i} concerns topic{i}." for i in range(10))),
     ])  # fmt: skip
-    pairs = offline.passage_pairs(chat)
+    pairs = passage_pairs(chat)
     assert [p["source"] for p in pairs] == ["t1", "t3", "t4", "t5", "t5", "t5"]
     by_source = {p["source"]: p for p in pairs}
     assert "Where did you find her?" in by_source["t4"]["question"]
@@ -171,7 +172,7 @@ def test_every_fact_bearing_turn_has_a_pair_that_quotes_it_after_the_turn_before
 def test_composer_answers_with_the_best_supporting_span() -> None:
     payload = _session()
     payload["facets"] = offline.facets(payload)["facets"]
-    pairs = offline.qa(payload)["pairs"] + offline.passage_pairs(payload)
+    pairs = offline.qa(payload)["pairs"] + passage_pairs(payload)
     context = {
         "question": "When did Caroline go to the LGBTQ support group?",
         "intent": "lookup",

@@ -1,5 +1,5 @@
 """An LLM's query parse is checked against the question: a value the question does not state is
-dropped and the rule-based parse fills in (issue 13.9: a 0.5B model returned the prompt's own
+dropped and the rule-based parse fills in (a 0.5B model returned the prompt's own
 examples, "San Francisco Bay Area" and "remote", as the conditions of an unrelated question).
 
 The model is replaced at the LLM interface (a `Backend` that echoes the examples of the prompt it

@@ -16,6 +16,7 @@ from hltm.settings import Settings
 from hltm.warehouse import connect
 from hltm_devkit.scenarios import change_project, move_project, read_world, remove_project
 from resources import build_resources
+from tests.support.memory import ingested_sources as ingested_sources  # noqa: F401 (fixture)
 from tests.support.memory import make_harness, materializations, memory_definitions
 from tests.support.memory import memory_world as memory_world  # noqa: F401 (fixture)
 

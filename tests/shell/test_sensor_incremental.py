@@ -1,4 +1,4 @@
-"""`source_changes` diffs only what changed (issue 12 item 5): after one change it reads the
+"""`source_changes` diffs only what changed: after one change it reads the
 changed contract's subtree and nothing else — an edit made behind ingest's back in another
 contract stays unseen — and a cursor without the change-log format falls back to one full diff,
 which does see it, then goes incremental again; the periodic full diff is spread over ticks."""

@@ -164,7 +164,7 @@ def test_missing_directory_is_a_clear_error(tmp_path):
 
 
 def test_ingest_and_delete_record_a_fresh_observation(crafted_dir, settings, tmp_path, monkeypatch):
-    """The UI's row counts follow the CLI (issue 11 item 3): each ingest or delete observes the
+    """The UI's row counts follow the CLI: each ingest or delete observes the
     source tables in the Dagster instance."""
     import dagster as dg
     from click.testing import CliRunner

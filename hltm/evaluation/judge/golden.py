@@ -48,6 +48,7 @@ from hltm.evaluation.judge.metrics import overall_precision
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import PASSAGE_TOKENS, Requirement, Resume, Vacancy
 from hltm.judge.pools import BM25Index
+from hltm.settings import REPO_ROOT
 
 __all__ = [
     "GOLDEN_DIR",
@@ -57,7 +58,7 @@ __all__ = [
     "load_golden",
 ]
 
-GOLDEN_DIR = Path(__file__).resolve().parent.parent.parent / "golden"
+GOLDEN_DIR = REPO_ROOT / "golden"
 K = 10
 
 

@@ -10,7 +10,13 @@ import pytest
 from openai.lib._pydantic import to_strict_json_schema
 
 from hltm.memory.hints import Hints, QATemplate
-from hltm.memory.models import AggregateOutput, FacetsOutput, QAOutput, SummaryOutput
+from hltm.memory.models import (
+    AggregateOutput,
+    FacetsOutput,
+    QAOutput,
+    SummaryOutput,
+    required_support,
+)
 from hltm.memory.offline import extract as offline
 from hltm.memory.tasks import AGGREGATE, FACETS, QA, SUMMARY
 
@@ -138,7 +144,7 @@ def test_aggregation_keeps_supported_values_with_their_children() -> None:
         "label": "recruiter Ann Lee",
         "child_level": "project",
         "support_threshold": 0.5,
-        "min_support": offline.required_support(0.5, 3),
+        "min_support": required_support(0.5, 3),
         "children": children,
         "hints": {"attributes": [], "qa_templates": []},
     }
@@ -153,9 +159,9 @@ def test_aggregation_keeps_supported_values_with_their_children() -> None:
     assert where.answer == "San Francisco Bay Area (2 of 3 projects)"
     assert where.support == ["project:a", "project:b"] and where.source == "d1"
     assert "[project:c] project:c short." in out.summary_long
-    assert offline.required_support(0.3, 10) == 3
-    assert offline.required_support(0.3, 3, minimum=2) == 2
-    assert offline.required_support(0.3, 1) == 1
+    assert required_support(0.3, 10) == 3
+    assert required_support(0.3, 3, minimum=2) == 2
+    assert required_support(0.3, 1) == 1
 
 
 @pytest.mark.parametrize("model", [FacetsOutput, QAOutput, SummaryOutput, AggregateOutput])
