@@ -26,15 +26,29 @@ the source rows, then purges what was derived from them:
 * **Chroma ``resumes``** — a deleted resume's vector is removed at once, not at the next sync.
 * **Chroma's write-ahead log** (embedded Chroma) — Chroma keeps every add in ``embeddings_queue``
   until its vector segment persists (every ``sync_threshold`` writes), so the text of a deleted
-  item outlives the delete. `compact_chroma_log` drops the log records of items whose latest
-  record is a delete (replaying the log gives the same state) and vacuums the file; only the
-  delete record, which holds the id and nothing else, stays. A Chroma server owns its log.
+  item outlives the delete. Dropping a collection drops its records, so the rebuild below takes
+  them along; in any other collection (one a crashed purge never rebuilt) `compact_chroma_log`
+  drops the records of items whose latest record is a delete (replaying the log gives the same
+  state), keeping only the delete record, which holds the id and nothing else.
+* **HNSW segments** (embedded Chroma) — hnswlib only marks a deleted item's slot: its vector
+  stays in ``data_level0.bin`` and its id in the id map (``index_metadata.pickle``). And a new
+  segment writes ``data_level0.bin`` and ``length.bin`` for its whole initial capacity from
+  uninitialised memory, so the slots past the element count hold whatever the writing process
+  had freed there (text it read, deleted text included). `compact_stores` rebuilds each
+  collection an item was deleted from (`hltm.vectors.VectorStore.rebuild`: its live items copied
+  into a new collection that then takes its name), removes the directories the embedded client
+  leaves behind for dropped collections, and zeroes every segment's slots past its element count
+  (`zero_unused_slots`); `hltm delete` zeroes them again after the memory rebuild it runs in the
+  same process. A reader holding a handle on a rebuilt collection gets ``NotFoundError``, and
+  the query path looks the name up again (`hltm.query.boundary`). A purge that crashed before
+  the rebuild leaves the vectors until a later deletion rebuilds that collection.
 * **bytes on disk** — deleted values outlive their rows in free space: SQLite's free pages and
-  its full-text index's segments, the HNSW segment's id map (``index_metadata.pickle``, written
-  only every ``sync_threshold`` writes), and DuckDB's free blocks and row groups (CHECKPOINT and
-  VACUUM leave them). `compact_stores` makes the touched HNSW segments persist, merges the
-  full-text index, vacuums Chroma's SQLite with ``secure_delete``, and rewrites each DuckDB file
-  into a fresh one swapped in under the file's lock (`hltm.warehouse.rewrite_live_rows`).
+  its full-text index's segments, and DuckDB's free blocks and row groups (CHECKPOINT and VACUUM
+  leave them). `compact_stores` merges the full-text index, vacuums Chroma's SQLite with
+  ``secure_delete``, and rewrites each DuckDB file into a fresh one swapped in under the file's
+  lock (`hltm.warehouse.rewrite_live_rows`).
+
+A Chroma server owns its log and its files: there only the items are deleted.
 
 Every purge is idempotent and also sweeps rows whose vacancy or resume no longer exists in the
 sources, so a crash between the source delete and the purge is healed by running any later
@@ -45,22 +59,26 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
 import sqlite3
+import struct
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
-from hltm.embeddings import make_embedder, text_hash
-from hltm.judge.calibration import (
+from hltm.calibration.prefill import (
     CALIBRATION_TABLE,
     calibrate_vacancies,
     load_calibrations,
     store_calibrations,
 )
+from hltm.embeddings import make_embedder, text_hash
 from hltm.judge.candidates import RESUMES_COLLECTION
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.journal import redact
@@ -69,7 +87,6 @@ from hltm.memory.models import LEVELS, node_id_for
 from hltm.memory.store import (
     MEMORY_TABLE,
     MemoryStore,
-    item_id,
     memory_collection_name,
     read_built,
 )
@@ -80,9 +97,6 @@ from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
 from hltm.warehouse import connect, rewrite_live_rows, table_exists
 
-if TYPE_CHECKING:
-    from hltm.vectors import VectorStore
-
 __all__ = [
     "Deleted",
     "PurgeReport",
@@ -90,6 +104,8 @@ __all__ = [
     "compact_stores",
     "delete_everywhere",
     "purge_orphans",
+    "remove_dropped_segments",
+    "zero_unused_slots",
 ]
 
 log = logging.getLogger(__name__)
@@ -213,8 +229,11 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
     )
     report.purged[CALIBRATION_TABLE] = _recalibrate(settings, deleted, vacancies)
     report.purged["resume vectors"] = _drop_resume_vectors(settings, resumes)
+    # The collections items were deleted from: their index still holds the deleted vectors.
     collections = {memory_collection_name(b.contract_id) for b in touched.values()}
-    report.purged.update(compact_stores(settings, collections | {RESUMES_COLLECTION}))
+    if report.purged["resume vectors"]:
+        collections.add(RESUMES_COLLECTION)
+    report.purged.update(compact_stores(settings, collections))
     return report
 
 
@@ -369,11 +388,18 @@ def _drop_resume_vectors(settings: Settings, resumes: set[str]) -> int:
 
 
 def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
-    """Leave no deleted value in the stores' bytes (see the module docstring): the HNSW segments
-    of `collections` persisted, Chroma's SQLite compacted, every DuckDB file rewritten."""
+    """Leave no deleted value in the stores' bytes (see the module docstring): `collections`
+    rebuilt, the HNSW files of dropped collections removed and every segment's unused slots
+    zeroed, Chroma's SQLite compacted, every DuckDB file rewritten."""
     done = {}
     if not settings.chroma_host:
-        _persist_segments(_memory_store(settings).vectors, collections)
+        vectors = _memory_store(settings).vectors
+        rebuilt = [n for n in sorted(collections) if vectors.rebuild(n) is not None]
+        done["Chroma collections rebuilt"] = len(rebuilt)
+        done["HNSW segments of dropped collections removed"] = remove_dropped_segments(
+            settings.chroma_path
+        )
+        done["HNSW segments with unused slots zeroed"] = zero_unused_slots(settings.chroma_path)
         done["chroma log records"] = compact_chroma_log(settings.chroma_path, full=True)
     files = [settings.sources_db, settings.derived_db, log_path(settings.derived_db)]
     busy = [path for path in files if path.exists() and not rewrite_live_rows(path)]
@@ -385,40 +411,120 @@ def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
     return done
 
 
-# Shaped like memory items (so a reader that meets one in flight parses it, and drops it: no
-# stored node has this id).
-_PROBE_IDS = [item_id("probe:persist", "0", "summary", i) for i in range(2)]
+def _segment_dirs(chroma_path: Path) -> list[Path]:
+    """The embedded Chroma's HNSW segment directories (named by the segment's UUID)."""
+    if not chroma_path.is_dir():
+        return []
+    out = []
+    for path in sorted(chroma_path.iterdir()):
+        try:
+            uuid.UUID(path.name)
+        except ValueError:
+            continue
+        if path.is_dir():
+            out.append(path)
+    return out
 
 
-def _persist_segments(vectors: VectorStore, names: set[str]) -> None:
-    """Make the embedded HNSW segments of these collections write their files now.
+def remove_dropped_segments(chroma_path: Path) -> int:
+    """Remove the HNSW directories of segments Chroma no longer has: the embedded client leaves
+    a dropped collection's files on disk (vectors and id map). The directories are listed before
+    the catalogue is read, so one created meanwhile is in the catalogue already. Returns how
+    many were removed."""
+    dirs = _segment_dirs(Path(chroma_path))
+    if not dirs:
+        return 0
+    con = sqlite3.connect(Path(chroma_path) / "chroma.sqlite3", timeout=30)
+    try:
+        live = {str(r[0]) for r in con.execute("SELECT id FROM segments").fetchall()}
+    except sqlite3.OperationalError as err:  # busy, or a layout this Chroma version lacks
+        log.warning("could not read Chroma's segments at %s: %s", chroma_path, err)
+        return 0
+    finally:
+        con.close()
+    gone = [d for d in dirs if d.name not in live]
+    for directory in gone:
+        shutil.rmtree(directory, ignore_errors=True)
+    return len(gone)
 
-    A segment rewrites its files (vectors and ``index_metadata.pickle``, the id map) only every
-    ``sync_threshold`` records, so a deleted item's id stays in them until then. For the
-    collections that exist: a threshold of two is set, the client reopened (it reads the
-    setting on load), two probe items added and deleted (which persists), and the settings
-    and client restored."""
-    present = {n: c for n in sorted(names) if (c := vectors.existing(n)) is not None}
-    probes = {}
-    for name, col in present.items():
-        got = col.get(limit=1, include=["embeddings"])
-        if len(got["ids"]):
-            probes[name] = (col.configuration.get("hnsw") or {}, list(got["embeddings"][0]))
-    if not probes:
-        return
-    for name in probes:
-        vectors.existing(name).modify(
-            configuration={"hnsw": {"sync_threshold": 2, "batch_size": 2}}
-        )
-    vectors.reopen(vectors.generation)
-    for name, (_, vector) in probes.items():
-        col = vectors.existing(name)
-        col.add(ids=_PROBE_IDS, embeddings=[vector, vector])
-        col.delete(ids=_PROBE_IDS)
-    for name, (hnsw, _) in probes.items():
-        restored = {k: hnsw.get(k, d) for k, d in (("sync_threshold", 1000), ("batch_size", 100))}
-        vectors.existing(name).modify(configuration={"hnsw": restored})
-    vectors.reopen(vectors.generation)
+
+# header.bin of Chroma's hnswlib (persistence version 1): int32 version, then size_t
+# offsetLevel0, max_elements, cur_element_count, size_data_per_element, ...
+_HNSW_HEADER = struct.Struct("<i4Q")
+_HNSW_VERSION = 1
+_CHUNK = 1 << 20
+
+
+def zero_unused_slots(chroma_path: Path) -> int:
+    """Zero every HNSW segment's slots past its element count, in ``data_level0.bin`` and
+    ``length.bin``.
+
+    A new segment writes both files for its whole initial capacity straight from uninitialised
+    memory, so the slots past the element count hold whatever the writing process had freed
+    there (text it had read, deleted text included). Chroma never reads those slots (an added
+    element's slot is cleared before it is filled, and only filled slots are written later), so
+    zeroing them changes nothing it sees. The count is read again before each chunk is written,
+    so a segment another process grows meanwhile keeps its new slots; a segment whose header is
+    not the known layout is left alone with a warning. Returns how many segments had such
+    bytes."""
+    zeroed = 0
+    for directory in _segment_dirs(Path(chroma_path)):
+        header = directory / "header.bin"
+        layout = _slot_layout(header)
+        if layout is None:
+            continue
+        touched = False
+        for name, size in (("data_level0.bin", layout[1]), ("length.bin", 4)):
+            if (directory / name).exists():
+                touched |= _zero_unused(directory / name, header, size)
+        zeroed += touched
+    return zeroed
+
+
+def _slot_layout(header: Path) -> tuple[int, int] | None:
+    """(element count, bytes per slot) of a segment's header; None if absent or unknown."""
+    try:
+        data = header.read_bytes()[: _HNSW_HEADER.size]
+    except FileNotFoundError:
+        return None
+    if len(data) < _HNSW_HEADER.size:
+        return None
+    version, _, capacity, count, slot = _HNSW_HEADER.unpack(data)
+    if version != _HNSW_VERSION or not 0 < slot < 1 << 24 or count > capacity:
+        log.warning("unknown HNSW header %s: its segment's unused slots were not zeroed", header)
+        return None
+    return count, slot
+
+
+def _zero_unused(path: Path, header: Path, size: int) -> bool:
+    """Overwrite the non-zero chunks of a segment file past its element count (slots of `size`
+    bytes) with zeros, its size unchanged; whether any was."""
+
+    def first_unused() -> int | None:
+        layout = _slot_layout(header)
+        return None if layout is None else layout[0] * size
+
+    wrote = False
+    with open(path, "r+b") as f:
+        at = first_unused()
+        while at is not None:
+            f.seek(at)
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                break
+            if chunk.count(0) != len(chunk):
+                start = first_unused()  # an element added meanwhile keeps its slot
+                if start is None:
+                    break
+                if start < at + len(chunk):
+                    f.seek(max(start, at))
+                    f.write(bytes(at + len(chunk) - max(start, at)))
+                    wrote = True
+            at += len(chunk)
+        if wrote:
+            f.flush()
+            os.fsync(f.fileno())
+    return wrote
 
 
 def compact_chroma_log(chroma_path: Path, full: bool = False) -> int:

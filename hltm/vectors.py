@@ -103,6 +103,12 @@ def is_stale_view(err: Exception) -> bool:
     return "error finding id" in str(err).lower()
 
 
+def is_replaced(err: Exception) -> bool:
+    """A handle whose collection is gone: dropped, or replaced by `VectorStore.rebuild` (a new
+    collection of the same name, which a lookup by name finds)."""
+    return isinstance(err, chromadb.errors.NotFoundError)
+
+
 def is_unreachable(err: Exception) -> bool:
     """A Chroma server that is down or refuses connections (httpx's and the OS's errors)."""
     import httpx
@@ -250,3 +256,49 @@ class VectorStore:
         with self.reading():
             if self.existing(name) is not None:
                 self.client.delete_collection(name)
+
+    def rebuild(self, name: str) -> int | None:
+        """Copy a collection's live items (ids, vectors, documents, metadata) into a new one,
+        which then takes its name: the new segment's index holds no deleted-marked slot and its
+        id map no deleted id. Returns the items copied (None: no such collection).
+
+        The copy is made under ``rebuild.<name>`` and renamed once the old one is dropped, so a
+        reader looking the name up finds the old or the new collection (none only between the
+        two catalogue writes); a handle on the old one raises `NotFoundError` (see
+        `is_replaced`). A copy left by a rebuild that stopped midway is dropped, or renamed if
+        the old one is already gone. Writers to the collection must not run meanwhile."""
+        temp = f"rebuild.{name}"
+        with self.reading():
+            client = self.client
+            names = {c.name for c in client.list_collections()}
+            if temp in names:
+                if name in names:
+                    client.delete_collection(temp)
+                else:
+                    client.get_collection(temp).modify(name=name)
+                    names.add(name)
+            if name not in names:
+                return None
+            old = client.get_collection(name)
+            config = old.configuration
+            new = client.create_collection(
+                temp,
+                configuration={"hnsw": dict(config.get("hnsw") or {})},  # type: ignore[typeddict-item]
+                metadata=old.metadata,
+                embedding_function=config.get("embedding_function"),  # as persisted
+            )
+            ids = old.get(include=[])["ids"]
+            batch = max(1, client.get_max_batch_size())
+            for start in range(0, len(ids), batch):
+                got = old.get(
+                    ids=ids[start : start + batch], include=["embeddings", "documents", "metadatas"]
+                )
+                new.add(
+                    ids=got["ids"],
+                    embeddings=got["embeddings"],  # type: ignore[arg-type]
+                    documents=got["documents"],  # type: ignore[arg-type]
+                    metadatas=got["metadatas"],  # type: ignore[arg-type]
+                )
+            client.delete_collection(name)
+            new.modify(name=name)
+        return len(ids)

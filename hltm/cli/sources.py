@@ -118,15 +118,22 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
     @delete.command(name=kind)
     @click.argument("row_id")
     def command(row_id: str) -> None:
-        from hltm.deletion import delete_everywhere
+        from hltm.deletion import delete_everywhere, zero_unused_slots
 
+        config = settings()
         try:
-            report = delete_everywhere(settings(), kind, row_id)
+            report = delete_everywhere(config, kind, row_id)
         except (KeyError, FileNotFoundError) as err:
             fail(str(err.args[0] if err.args else err))  # str() of a KeyError adds quotes
         observe_sources()
         click.echo(f"deleted {kind} {row_id}; {report.summary()}")
-        rebuild_purged_memory(report.memory_to_rebuild)
+        try:
+            rebuild_purged_memory(report.memory_to_rebuild)
+        finally:
+            # The rebuild runs in this process, which read the deleted text: an index segment
+            # it created (a contract whose collection the purge dropped) wrote freed memory.
+            if report.memory_to_rebuild.rebuilds and not config.chroma_host:
+                zero_unused_slots(config.chroma_path)
 
     command.__doc__ = f"Delete one {kind} by id, and what was derived from it (see hltm.deletion)."
     return command

@@ -59,22 +59,23 @@ class IndexSync:
 def sync_resume_index(
     store: VectorStore, embedder: CachedEmbedder, resumes: Sequence[Resume]
 ) -> IndexSync:
-    """Make the ``resumes`` collection equal the given resumes, changed ones only."""
-    coll = store.collection(RESUMES_COLLECTION)
+    """Make the ``resumes`` collection equal the given resumes, changed ones only. Each use of
+    the collection holds the client (`VectorStore.reading`); passages are embedded outside."""
+    with store.reading():
+        got = store.collection(RESUMES_COLLECTION).get(include=["metadatas"])
+        batch = max(1, min(1000, store.client.get_max_batch_size()))
     existing: dict[str, str] = {}
-    got = coll.get(include=["metadatas"])
     for rid, meta in zip(got["ids"], got["metadatas"] or [], strict=False):
         existing[rid] = str((meta or {}).get("content_hash", ""))
     wanted = {r.resume_id: r for r in resumes}
     changed = [r for r in resumes if existing.get(r.resume_id) != r.content_hash]
     removed = sorted(set(existing) - set(wanted))
     before = embedder.stats.calls
-    if changed:
-        batch = max(1, min(1000, store.client.get_max_batch_size()))
-        for start in range(0, len(changed), batch):
-            part = changed[start : start + batch]
-            vectors = embedder.passages([r.passage() for r in part])
-            coll.upsert(
+    for start in range(0, len(changed), batch):
+        part = changed[start : start + batch]
+        vectors = embedder.passages([r.passage() for r in part])
+        with store.reading():
+            store.collection(RESUMES_COLLECTION).upsert(
                 ids=[r.resume_id for r in part],
                 embeddings=[v.tolist() for v in vectors],
                 metadatas=[
@@ -86,10 +87,13 @@ def sync_resume_index(
                     for r in part
                 ],
             )
-    if removed:
-        coll.delete(ids=removed)
+    with store.reading():
+        coll = store.collection(RESUMES_COLLECTION)
+        if removed:
+            coll.delete(ids=removed)
+        indexed = coll.count()
     return IndexSync(
-        indexed=coll.count(),
+        indexed=indexed,
         upserted=len(changed),
         removed=len(removed),
         unchanged=len(resumes) - len(changed),
@@ -99,10 +103,11 @@ def sync_resume_index(
 
 def index_hashes(store: VectorStore) -> dict[str, str]:
     """resume id → content hash currently in the index (empty if there is no index yet)."""
-    coll = store.existing(RESUMES_COLLECTION)
-    if coll is None:
-        return {}
-    got = coll.get(include=["metadatas"])
+    with store.reading():
+        coll = store.existing(RESUMES_COLLECTION)
+        if coll is None:
+            return {}
+        got = coll.get(include=["metadatas"])
     return {
         rid: str((meta or {}).get("content_hash", ""))
         for rid, meta in zip(got["ids"], got["metadatas"] or [], strict=False)
@@ -112,19 +117,23 @@ def index_hashes(store: VectorStore) -> dict[str, str]:
 def vector_search(
     store: VectorStore, query_vector: np.ndarray, k: int = K_VECTOR, layer: str = "active"
 ) -> list[tuple[str, float]]:
-    """(resume id, cosine) best first, from the ``resumes`` collection, one layer only."""
-    coll = store.existing(RESUMES_COLLECTION)
-    if coll is None or k <= 0:
+    """(resume id, cosine) best first, from the ``resumes`` collection, one layer only (under
+    a hold on the client: a reopen in this process waits for it)."""
+    if k <= 0:
         return []
-    n = coll.count()
-    if n == 0:
-        return []
-    got = coll.query(
-        query_embeddings=[np.asarray(query_vector, dtype=np.float32).tolist()],
-        n_results=min(k, n),
-        where={"layer": layer},
-        include=["distances"],
-    )
+    with store.reading():
+        coll = store.existing(RESUMES_COLLECTION)
+        if coll is None:
+            return []
+        n = coll.count()
+        if n == 0:
+            return []
+        got = coll.query(
+            query_embeddings=[np.asarray(query_vector, dtype=np.float32).tolist()],
+            n_results=min(k, n),
+            where={"layer": layer},
+            include=["distances"],
+        )
     ids = got["ids"][0] if got["ids"] else []
     dists = got["distances"][0] if got.get("distances") else [0.0] * len(ids)
     return [(rid, 1.0 - float(d)) for rid, d in zip(ids, dists, strict=True)]

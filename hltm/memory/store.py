@@ -409,18 +409,19 @@ class MemoryStore:
                 inspect[old[nid].contract_id].add(nid)
         stale: dict[str, list[str]] = defaultdict(list)
         for cid in sorted(inspect):
-            col = self._collection(cid, create=False)
-            if col is None:
-                continue
-            got = col.get(where=_in("node_id", inspect[cid]), include=["metadatas"])
-            leftovers = []
-            for iid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
-                nid = str(meta["node_id"])
-                if cid == new_contract[nid] and meta.get("node_version") == new_version[nid]:
-                    leftovers.append(iid)
-                else:
-                    stale[cid].append(iid)
-            _delete_ids(col, leftovers)
+            with self.vectors.reading():
+                col = self._collection(cid, create=False)
+                if col is None:
+                    continue
+                got = col.get(where=_in("node_id", inspect[cid]), include=["metadatas"])
+                leftovers = []
+                for iid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                    nid = str(meta["node_id"])
+                    if cid == new_contract[nid] and meta.get("node_version") == new_version[nid]:
+                        leftovers.append(iid)
+                    else:
+                        stale[cid].append(iid)
+                _delete_ids(col, leftovers)
 
         by_contract = self._add_items(todo)
 
@@ -451,9 +452,10 @@ class MemoryStore:
             con.execute("COMMIT")
 
         for cid in sorted(stale):
-            col = self._collection(cid, create=False)
-            if col is not None:
-                _delete_ids(col, stale[cid])
+            with self.vectors.reading():
+                col = self._collection(cid, create=False)
+                if col is not None:
+                    _delete_ids(col, stale[cid])
         self._drop_empty_contracts({b.contract_id for b in old.values()} - set(by_contract))
 
     def _add_items(
@@ -464,13 +466,6 @@ class MemoryStore:
         for node, vectors in entries:
             by_contract[node.placement.contract_id].append((node, vectors))
         for cid in sorted(by_contract):
-            col = self._collection(cid, create=True)
-            foreign = col.get(where={"contract_id": {"$ne": cid}}, limit=1, include=[])
-            if foreign["ids"]:
-                # Two contract ids that sanitise to one collection name: refuse to mix them.
-                raise ValueError(
-                    f"collection {col.name} already holds items of another contract than {cid!r}"
-                )
             ids: list[str] = []
             documents: list[str] = []
             metadatas: list[dict[str, Any]] = []
@@ -484,14 +479,23 @@ class MemoryStore:
                     documents.append(text)
                     metadatas.append(item_metadata(node, kind, index, field))
                     embeddings.append(vector)
-            for start in range(0, len(ids), _CHROMA_CHUNK):
-                end = start + _CHROMA_CHUNK
-                col.add(
-                    ids=ids[start:end],
-                    documents=documents[start:end],
-                    metadatas=metadatas[start:end],  # type: ignore[arg-type]
-                    embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
-                )
+            with self.vectors.reading():
+                col = self._collection(cid, create=True)
+                foreign = col.get(where={"contract_id": {"$ne": cid}}, limit=1, include=[])
+                if foreign["ids"]:
+                    # Two contract ids that sanitise to one collection name: refuse to mix them.
+                    raise ValueError(
+                        f"collection {col.name} already holds items of another contract"
+                        f" than {cid!r}"
+                    )
+                for start in range(0, len(ids), _CHROMA_CHUNK):
+                    end = start + _CHROMA_CHUNK
+                    col.add(
+                        ids=ids[start:end],
+                        documents=documents[start:end],
+                        metadatas=metadatas[start:end],  # type: ignore[arg-type]
+                        embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
+                    )
         return by_contract
 
     # consistency between the two stores
@@ -518,14 +522,15 @@ class MemoryStore:
         orphans: dict[str, list[str]] = {}
         unowned: list[str] = []
         for name in sorted(names):
-            col = self.vectors.existing(name)
-            if col is None:
-                continue
-            if name not in by_name:
-                if col.count():
-                    unowned.append(name)
-                continue
-            got = col.get(include=["metadatas"])
+            with self.vectors.reading():
+                col = self.vectors.existing(name)
+                if col is None:
+                    continue
+                if name not in by_name:
+                    if col.count():
+                        unowned.append(name)
+                    continue
+                got = col.get(include=["metadatas"])
             stray = []
             for iid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
                 row = nodes.get(str((meta or {}).get("node_id")))
@@ -546,15 +551,17 @@ class MemoryStore:
         """Delete the orphan items (and collections no stored node owns); returns items removed."""
         removed = 0
         for name, ids in sorted(consistency.orphans.items()):
-            col = self.vectors.existing(name)
-            if col is not None:
-                _delete_ids(col, ids)
-                removed += len(ids)
+            with self.vectors.reading():
+                col = self.vectors.existing(name)
+                if col is not None:
+                    _delete_ids(col, ids)
+                    removed += len(ids)
         for name in consistency.unowned_collections:
-            col = self.vectors.existing(name)
-            if col is not None:
-                removed += col.count()
-                self.vectors.drop(name)
+            with self.vectors.reading():
+                col = self.vectors.existing(name)
+                if col is not None:
+                    removed += col.count()
+                    self.vectors.drop(name)
         return removed
 
     def reindex(self, entries: list[tuple[MemoryNode, np.ndarray]]) -> None:
@@ -563,9 +570,10 @@ class MemoryStore:
         for node, _ in entries:
             by_contract[node.placement.contract_id].add(node.node_id)
         for cid in sorted(by_contract):
-            col = self._collection(cid, create=False)
-            if col is not None:
-                col.delete(where=_in("node_id", by_contract[cid]))
+            with self.vectors.reading():
+                col = self._collection(cid, create=False)
+                if col is not None:
+                    col.delete(where=_in("node_id", by_contract[cid]))
         self._add_items(entries)
 
     def delete(self, node_ids: Iterable[str]) -> dict[str, BuiltNode]:
@@ -590,9 +598,10 @@ class MemoryStore:
         for nid, built in old.items():
             by_contract[built.contract_id].add(nid)
         for cid in sorted(by_contract):
-            col = self._collection(cid, create=False)
-            if col is not None:
-                col.delete(where=_in("node_id", by_contract[cid]))
+            with self.vectors.reading():
+                col = self._collection(cid, create=False)
+                if col is not None:
+                    col.delete(where=_in("node_id", by_contract[cid]))
         self._drop_empty_contracts(set(by_contract))
         return old
 
@@ -657,11 +666,12 @@ class MemoryStore:
         for name in self.vectors.list_names():
             if not name.startswith(f"{COLLECTION_PREFIX}-"):
                 continue
-            col = self.vectors.existing(name)
-            if col is None:
-                continue
             include = ["documents", "metadatas"] + (["embeddings"] if with_embeddings else [])
-            got = col.get(include=include)  # type: ignore[arg-type]
+            with self.vectors.reading():
+                col = self.vectors.existing(name)
+                if col is None:
+                    continue
+                got = col.get(include=include)  # type: ignore[arg-type]
             embeddings = got.get("embeddings")
             items = []
             for i, iid in enumerate(got["ids"]):

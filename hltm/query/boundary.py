@@ -58,6 +58,7 @@ from hltm.vectors import (
     VectorStore,
     collection_name,
     describe_index,
+    is_replaced,
     is_stale_view,
     is_unreachable,
 )
@@ -706,7 +707,8 @@ class ScopedMemory:
 
     def _query(self, queries: np.ndarray, n: int, where: dict[str, Any] | None) -> Any:
         """One filtered nearest-neighbour call; a stale embedded view is reopened once, and a
-        shared handle that fails (its collection dropped and recreated meanwhile) opened anew."""
+        shared handle that fails, or one whose collection was replaced (dropped and recreated,
+        or rebuilt by a deletion), opened anew."""
         assert self._vectors is not None and self.scope.contract_id is not None
         self.stats.chroma_queries += 1
         nothing = {"ids": [[]] * len(queries), "distances": [[]] * len(queries)}
@@ -723,7 +725,7 @@ class ScopedMemory:
                     failure = err
             # the reopen waits for every read in flight, so it is asked outside this one's hold
             shared = self._collections is not None and not is_unreachable(failure)
-            if attempt == 0 and (is_stale_view(failure) or shared):
+            if attempt == 0 and (is_stale_view(failure) or shared or is_replaced(failure)):
                 if is_stale_view(failure):
                     self._vectors.reopen(generation)
                 if self._collections is not None:
