@@ -72,13 +72,13 @@ from typing import Any
 
 import duckdb
 
-from hltm.calibration.prefill import (
+from hltm.embeddings import make_embedder, text_hash
+from hltm.judge.calibration import (
     CALIBRATION_TABLE,
     calibrate_vacancies,
     load_calibrations,
     store_calibrations,
 )
-from hltm.embeddings import make_embedder, text_hash
 from hltm.judge.candidates import RESUMES_COLLECTION
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.judge.journal import redact

@@ -5,7 +5,6 @@ gate."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +18,8 @@ from hltm.settings import Settings
 from hltm.warehouse import connect
 from hltm_devkit.openai_server import LocalOpenAIServer
 from tests.support.judge import POOL, VACANCY
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalOpenAIServer]:
-    with LocalOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _clean(server: LocalOpenAIServer) -> Iterator[None]:
-    server.clear_faults()
-    server.reset_stats()
-    yield
-    server.clear_faults()
+from tests.support.llm import _clean_server as _clean_server  # noqa: F401 (autouse fixture)
+from tests.support.llm import server as server  # noqa: F401 (fixture)
 
 
 def _llm(server: LocalOpenAIServer, **overrides: Any) -> LLM:
