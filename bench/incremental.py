@@ -49,18 +49,18 @@ from pathlib import Path
 import dagster as dg
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
+from hltm.memory import MemoryConfig, builder_from_settings
+from hltm.memory.models import node_id_for
+from hltm.memory.store import StoreSnapshot
+from hltm.settings import E5_ONNX_BACKEND, Settings
+from hltm.sources.ingest import ingest_directory
+from hltm_devkit.generator import SIZES, generate_world
+from hltm_devkit.scenarios import change_project, read_world
+from resources import MemoryTreeResource, build_resources
+from sensors.source_changes import source_changes
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS  # noqa: E402
-from hltm.memory import MemoryConfig, builder_from_settings  # noqa: E402
-from hltm.memory.models import node_id_for  # noqa: E402
-from hltm.memory.store import StoreSnapshot  # noqa: E402
-from hltm.settings import E5_ONNX_BACKEND, Settings  # noqa: E402
-from hltm.sources.ingest import ingest_directory  # noqa: E402
-from hltm_devkit.generator import SIZES, generate_world  # noqa: E402
-from hltm_devkit.scenarios import change_project, read_world  # noqa: E402
-from resources import MemoryTreeResource, build_resources  # noqa: E402
-from sensors.source_changes import source_changes  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from hltm.sources.ingest import ingest_directory  # noqa: E402
-from hltm_devkit.generator import SIZES, generate_world  # noqa: E402
+from hltm.sources.ingest import ingest_directory
+from hltm_devkit.generator import SIZES, generate_world
 
 T = TypeVar("T")
 

@@ -34,16 +34,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from hltm.judge.data import load_resumes, load_vacancies
+from hltm.judge.journal import config_gate, publish_ranking
+from hltm.judge.pipeline import Budget, judge_pool
+from hltm.judge.service import JudgeEnv, build_vacancy_pool, refresh_index
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
+from hltm.warehouse import connect
+from hltm_devkit.generator import SIZES, generate_world
 
-from hltm.judge.data import load_resumes, load_vacancies  # noqa: E402
-from hltm.judge.journal import config_gate, publish_ranking  # noqa: E402
-from hltm.judge.pipeline import Budget, judge_pool  # noqa: E402
-from hltm.judge.service import JudgeEnv, build_vacancy_pool, refresh_index  # noqa: E402
-from hltm.settings import Settings  # noqa: E402
-from hltm.sources.ingest import ingest_directory  # noqa: E402
-from hltm.warehouse import connect  # noqa: E402
-from hltm_devkit.generator import SIZES, generate_world  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 MEDIAN_S = {"low effort": 20.7, "default": 47.4}  # per evaluation, from the write-up
 

@@ -23,18 +23,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-
-from hltm.embeddings import CachedEmbedder, OnnxE5Embedder, passage_tokens  # noqa: E402
-from hltm.evaluation.judge.golden import (  # noqa: E402
+from hltm.embeddings import CachedEmbedder, OnnxE5Embedder, passage_tokens
+from hltm.evaluation.judge.golden import (
     GoldenSet,
     cosine_rankings,
     golden_vectors,
     labelled_in,
     load_golden,
 )
-from hltm.evaluation.judge.golden_real import load_real_golden  # noqa: E402
-from hltm.evaluation.judge.metrics import overall_precision  # noqa: E402
+from hltm.evaluation.judge.golden_real import load_real_golden
+from hltm.evaluation.judge.metrics import overall_precision
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LOADERS: dict[str, Callable[[], GoldenSet]] = {"sample": load_golden, "real": load_real_golden}
 

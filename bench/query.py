@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from hltm.evaluation.memory.baselines import Baselines, Owner, RawCorpus
+from hltm.evaluation.memory.questions import family_name
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, Task
+from hltm.query.engine import QueryEngine
+from hltm.query.scope import Identity
+from hltm.settings import E5_ONNX_BACKEND, Settings
+from hltm.warehouse import connect
 
-from hltm.evaluation.memory.baselines import Baselines, Owner, RawCorpus  # noqa: E402
-from hltm.evaluation.memory.questions import family_name  # noqa: E402
-from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, Task  # noqa: E402
-from hltm.query.engine import QueryEngine  # noqa: E402
-from hltm.query.scope import Identity  # noqa: E402
-from hltm.settings import E5_ONNX_BACKEND, Settings  # noqa: E402
-from hltm.warehouse import connect  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CLONES = 9  # extra copies of every seat for the 10k scale
 ROW_CLONES = 9  # further copies of the 10k tree's seat and project rows for the 100k scale

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hltm.memory.build import MemoryConfig, version_config  # noqa: E402
-from hltm.memory.changes import (  # noqa: E402
+from hltm.memory.build import MemoryConfig, version_config
+from hltm.memory.changes import (
     ScopedDiff,
     change_mark,
     contracts_to_diff,
@@ -45,13 +45,13 @@ from hltm.memory.changes import (  # noqa: E402
     moved_buckets,
     store_digests,
 )
-from hltm.memory.hints import Hints  # noqa: E402
-from hltm.memory.inputs import sources_watermark  # noqa: E402
-from hltm.memory.models import split_node_id  # noqa: E402
-from hltm.memory.store import MEMORY_TABLE, ensure_memory_schema  # noqa: E402
-from hltm.memory.tree import Tree  # noqa: E402
-from hltm.sources.ingest import delete_project, ingest_directory  # noqa: E402
-from hltm.warehouse import connect  # noqa: E402
+from hltm.memory.hints import Hints
+from hltm.memory.inputs import sources_watermark
+from hltm.memory.models import split_node_id
+from hltm.memory.store import MEMORY_TABLE, ensure_memory_schema
+from hltm.memory.tree import Tree
+from hltm.sources.ingest import delete_project, ingest_directory
+from hltm.warehouse import connect
 
 CONFIG = version_config("offline", Hints(), MemoryConfig())
 

@@ -36,13 +36,13 @@ import aiohttp
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from hltm.query.access import create_token
+from hltm.query.scope import Identity
+from hltm.serving.http import default_workers
+from hltm.settings import E5_ONNX_BACKEND
+from hltm.warehouse import connect
 
-from hltm.query.access import create_token  # noqa: E402
-from hltm.query.scope import Identity  # noqa: E402
-from hltm.serving.http import default_workers  # noqa: E402
-from hltm.settings import E5_ONNX_BACKEND  # noqa: E402
-from hltm.warehouse import connect  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 QUESTIONS = (
     "Where do I usually hire?",
