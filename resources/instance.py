@@ -34,12 +34,10 @@ import dagster as dg
 # launcher's health check (what makes a killed run FAILED), the tags Dagster itself reads (a
 # runless observation's data version; a sensor run's key), and executing a run of the code
 # location in this process (`located_job`, `execute_located`).
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from dagster._core.definitions.data_version import DATA_VERSION_TAG as DATA_VERSION_TAG
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
-from dagster._core.storage.tags import RUN_KEY_TAG
+from dagster._core.storage.tags import RUN_KEY_TAG as RUN_KEY_TAG
 from dagster._serdes.config_class import ConfigurableClassData
-
-__all__ = ["DATA_VERSION_TAG", "RUN_KEY_TAG", "LocalRunLauncher", "ensure_dagster_home"]
 
 _MARKER = "# written by `hltm dagster-home`"
 # Telemetry off (no network calls of our own accord); one memory refresh run at a time (DuckDB has

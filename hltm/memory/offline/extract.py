@@ -24,10 +24,8 @@ from typing import Any
 from hltm.memory import lexicon as lx
 from hltm.memory.models import MAX_PARENT_QA
 from hltm.memory.offline.places import primary_places
-from hltm.memory.passages import content, said, sources_of
+from hltm.memory.passages import Payload, content, said, sources_of
 from hltm.memory.salience import Salience
-
-Payload = dict[str, Any]
 
 FIELD_ORDER = tuple(lx.FIELD_PHRASES)
 FIELD_PHRASE = lx.FIELD_PHRASES
