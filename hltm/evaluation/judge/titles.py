@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hltm.judge.offline.resume import parse_resume, spans_overlap
+from hltm.judge.resume import parse_resume, spans_overlap
 from hltm.settings import realdata_dir
 
 __all__ = ["TitleMeasure", "measure_indeed", "measure_livecareer"]

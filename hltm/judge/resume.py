@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -35,9 +36,11 @@ __all__ = [
     "ParsedResume",
     "Position",
     "Title",
+    "dated_intervals",
     "month_index",
     "parse_as_of",
     "parse_resume",
+    "present_month",
     "spans_overlap",
 ]
 
@@ -67,10 +70,17 @@ _PRESENT = (
     r"|по\s+настоящее\s+время|настоящее\s+время|по\s+н\.?\s*в\.?|н\.\s*в\.|сейчас"
     r"|по\s+сей\s+день|наст\.\s*время)"
 )
+# Between two dates: a dash or a word, or what a PDF or a wrong encoding made of a dash — a short
+# run of fullwidth forms, Latin-1 mojibake ("ï¼"), invisible or typographic marks.
+_RANGE_SEPARATOR = (
+    r"(?:–|—|-|−|to|till|until|through|по|до|\.\.|[\u0080-\u00ff\u2000-\u206f\uff00-\uffef~]{1,4})"
+)
 _RANGE_RE = re.compile(
     r"(?<![\w])"
     + _DATE.format(p="a")
-    + r"\s*(?:–|—|-|−|to|till|until|through|по|до|\.\.)\s*(?:"
+    + r"\s*"
+    + _RANGE_SEPARATOR
+    + r"\s*(?:"
     + _DATE.format(p="b")
     + "|"
     + _PRESENT
@@ -212,6 +222,7 @@ class Position:
     current: bool
     body: list[Line] = field(default_factory=list)
     title_span: tuple[int, int] = (0, 0)  # offsets of the title in the resume text
+    dates_span: tuple[int, int] = (0, 0)  # offsets of its date range in the resume text
 
     @property
     def months(self) -> int:
@@ -313,6 +324,27 @@ def _interval(match: re.Match[str], as_of: int | None) -> tuple[int, int, bool] 
     if end < start:
         return None
     return start, end, current
+
+
+def _latest_month(matches: Iterable[re.Match[str]]) -> int | None:
+    months = [
+        month_index(d[0], d[1] or 6) for m in matches for p in ("a", "b") if (d := _date(m, p))
+    ]
+    return max(months, default=None)
+
+
+def present_month(text: str, as_of: object = None) -> int | None:
+    """What "present" means in ``text``: when it was last updated (``as_of``), else the latest
+    month its date ranges mention."""
+    return parse_as_of(as_of) or _latest_month(_RANGE_RE.finditer(text))
+
+
+def dated_intervals(text: str, as_of: int | None) -> list[tuple[int, int]]:
+    """The (start, end) month intervals of every date range written in ``text`` ("present"
+    read as ``as_of``; a range left open without it is skipped) — what a quote's dates add up
+    to."""
+    found = (_interval(m, as_of) for m in _RANGE_RE.finditer(text))
+    return [(start, end) for start, end, _ in (i for i in found if i is not None)]
 
 
 def title_score(part: str) -> float:
@@ -496,14 +528,7 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
 
     # 3) "present" = as_of, else the latest month the resume mentions
     if as_of is None:
-        latest = None
-        for _, _, m in ranges:
-            for p in ("a", "b"):
-                d = _date(m, p)
-                if d:
-                    idx = month_index(d[0], d[1] or 6)
-                    latest = idx if latest is None else max(latest, idx)
-        as_of = latest
+        as_of = _latest_month(m for _, _, m in ranges)
 
     # 4) positions: the title from the anchor rows without the dates, else from the header rows
     found: list[tuple[Position, int, int]] = []  # (position, first header row, last header row)
@@ -550,7 +575,10 @@ def parse_resume(text: str, as_of: int | None = None) -> ParsedResume:
             lines[title_row].kind = "header"
         taken.update(range(first, last + 1))
         taken.add(title_row)
-        pos = Position(title, lines[title_row], start, end, current, title_span=span)
+        pos = Position(
+            title, lines[title_row], start, end, current, title_span=span,
+            dates_span=(m.start(), m.end()),
+        )  # fmt: skip
         found.append((pos, min(first, title_row), max(last, title_row, *rows[:2])))
 
     # 5) bodies: the lines after each header block, up to the next position or a section
