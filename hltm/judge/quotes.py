@@ -21,13 +21,15 @@ repaired span is chosen among word-aligned spans around ``rapidfuzz``'s best ali
 similarity is the ratio between the quote and exactly the span that will be shown, so a long
 quote with an invented tail cannot pass on a short real fragment.
 
-Relevance: a verbatim quote can still prove nothing ("Strong hands-on experience with Kafka"
-backed by a real line that never mentions Kafka). So a surviving quote must also *support its
-requirement* (`quote_supports`): it shares one of the requirement's key terms (stemmed, filler
-words removed), or its e5 similarity to the requirement reaches ``RELEVANCE_THRESHOLD`` — a
-value measured on the golden sets (`hltm judge golden relevance` prints how). A quote that
-fails is kept for audit but counted ``irrelevant``, and its item cannot stay ``met``, exactly
-like a dropped quote.
+Fragments: a quote may join several verbatim fragments with "…" (or "..."): the positions whose
+dates add up to a years requirement, a title and the sentence under it. Each fragment is checked
+as above; one dropped fragment drops the quote; the real spans are shown joined by " … ".
+
+What the quote proves: a verbatim quote can still prove nothing ("Strong hands-on experience
+with Kafka" backed by a real line that never mentions Kafka; "SENIOR ACCOUNTANT" for "5+ years of
+general ledger accounting"). `apply_validation` holds every surviving quote to the evidence rules
+of `hltm.judge.evidence` and caps the item's status at what the quote backs; an *irrelevant*
+quote is not shown, and counts as not surviving in the gate's figures.
 
 Length: quotes are meant to be ≤ 200 characters. A longer quote is *validated whole* (an
 invented tail counts against it) and the surviving real span is then cut at the last word
@@ -45,34 +47,30 @@ from typing import Any, Literal
 
 from rapidfuzz import fuzz
 
-from hltm.judge.text import key_terms, stem, tokenize
+from hltm.judge import evidence
+from hltm.judge.resume import present_month
 
 __all__ = [
     "MAX_QUOTE_CHARS",
     "OUTCOMES",
     "QUOTE_SIMILARITY_THRESHOLD",
-    "RELEVANCE_THRESHOLD",
     "NormalisedText",
     "QuoteCheck",
     "apply_validation",
     "empty_counts",
     "normalise",
-    "quote_supports",
-    "shared_terms",
     "sum_counts",
     "survival_rate",
     "validate_quote",
 ]
 
 QUOTE_SIMILARITY_THRESHOLD = 0.85
-# Raw e5 cosine (passage/passage) of a requirement and a quote without a shared key term above
-# which the quote still supports it. Measured by `hltm judge golden relevance` on the sample
-# set (2026-12-01): the judge's own supporting quotes p10 0.806 / median 0.836, quotes cited
-# for another vacancy's requirement median 0.812 / p90 0.842; best balanced accuracy (68%) at
-# 0.806, rounded to 0.81.
-RELEVANCE_THRESHOLD = 0.81
 MAX_QUOTE_CHARS = 200
 OUTCOMES = ("exact", "repaired", "dropped", "absent")
+# What caps a surviving quote's item (see `hltm.judge.evidence.Support.reason`).
+REASONS = ("irrelevant", "thin", "short", "undated")
+# Fragments are joined by an ellipsis with a space on at least one side ("[…]" is text).
+_FRAGMENTS_RE = re.compile(r"\s+(?:…|\.\.\.)\s*|\s*(?:…|\.\.\.)\s+")
 
 Outcome = Literal["exact", "repaired", "dropped", "absent"]
 
@@ -146,12 +144,14 @@ def normalise(text: str) -> NormalisedText:
 
 @dataclass(frozen=True)
 class QuoteCheck:
-    """Outcome of validating one quote; ``quote`` is what may be shown (a real resume span)."""
+    """Outcome of validating one quote; ``quote`` is what may be shown (real resume spans)."""
 
     outcome: Outcome
     quote: str | None
     similarity: float
-    span: tuple[int, int] | None = None  # [start, end) of ``quote`` in the original resume
+    span: tuple[int, int] | None = None  # [start, end) in the original resume (first fragment's
+    # start to the last one's end)
+    spans: tuple[tuple[int, int], ...] = ()  # each fragment's [start, end)
 
     @property
     def survived(self) -> bool:
@@ -251,11 +251,42 @@ def validate_quote(
     resume = resume_text if isinstance(resume_text, NormalisedText) else normalise(resume_text)
     if quote is None or not str(quote).strip():
         return QuoteCheck("absent", None, 0.0)
-    nq = normalise(str(quote)).text
+    fragments = [f for f in _FRAGMENTS_RE.split(str(quote)) if f.strip()]
+    checks = [_validate_fragment(f, resume, threshold) for f in fragments] or [
+        QuoteCheck("dropped", None, 0.0)
+    ]
+    if len(checks) == 1:
+        check = checks[0]
+        if not check.survived or check.span is None:
+            return check
+        start, end = _cap_length(resume.original, *check.span, max_chars)
+        return QuoteCheck(
+            check.outcome, resume.original[start:end], check.similarity, (start, end),
+            ((start, end),),
+        )  # fmt: skip
+    similarity = min(c.similarity for c in checks)
+    if not all(c.survived for c in checks):
+        return QuoteCheck("dropped", None, similarity)
+    spans: list[tuple[int, int]] = []
+    used = 0
+    for check in checks:  # fragments in the judge's order, while they fit in max_chars
+        assert check.span is not None
+        start, end = _cap_length(resume.original, *check.span, max_chars - used)
+        if end <= start or (spans and end - start < check.span[1] - check.span[0]):
+            break
+        spans.append((start, end))
+        used += end - start + len(evidence.FRAGMENT_SEPARATOR)
+    shown = evidence.FRAGMENT_SEPARATOR.join(resume.original[a:b] for a, b in spans)
+    outcome: Outcome = "exact" if all(c.outcome == "exact" for c in checks) else "repaired"
+    return QuoteCheck(outcome, shown, similarity, (spans[0][0], spans[-1][1]), tuple(spans))
+
+
+def _validate_fragment(fragment: str, resume: NormalisedText, threshold: float) -> QuoteCheck:
+    """One verbatim fragment: its normalised-text match and the original span it covers."""
+    nq = normalise(fragment).text
     hay = resume.text
     if not hay or not any(ch.isalnum() for ch in nq):
         return QuoteCheck("dropped", None, 0.0)  # punctuation alone is no evidence
-
     pos = _find_exact(hay, nq)
     if pos >= 0:
         outcome: Outcome = "exact"
@@ -266,63 +297,22 @@ def validate_quote(
             return QuoteCheck("dropped", None, similarity)
         outcome = "repaired"
     o_start, o_end = resume.original_span(n_start, n_end)
-    o_start, o_end = _cap_length(resume.original, o_start, o_end, max_chars)
-    return QuoteCheck(outcome, resume.original[o_start:o_end], similarity, (o_start, o_end))
+    return QuoteCheck(outcome, None, similarity, (o_start, o_end))
 
 
-@dataclass(frozen=True)
-class Relevance:
-    """Whether a quote supports its requirement, and why."""
-
-    supports: bool
-    shared_terms: int  # of the requirement's key terms found in the quote
-    similarity: float  # raw e5 cosine of requirement and quote (0.0 when terms settled it)
-
-
-def shared_terms(requirement: str, quote: str) -> int:
-    """How many of the requirement's key terms the quote contains (stemmed alike)."""
-    return len(set(key_terms(requirement)) & {stem(t) for t in tokenize(quote)})
-
-
-def quote_supports(
-    requirement: str | None, quote: str, threshold: float = RELEVANCE_THRESHOLD
-) -> Relevance:
-    """Does ``quote`` support ``requirement``? A shared key term, else e5 similarity ≥
-    ``threshold``. A requirement with no concrete terms and no text is not checked."""
-    from hltm.embeddings import similarities  # loads the model only when needed
-
-    if not requirement or not requirement.strip():
-        return Relevance(True, 0, 0.0)
-    shared = shared_terms(requirement, quote)
-    if shared:
-        return Relevance(True, shared, 0.0)
-    similarity = similarities(requirement, [quote])[0]
-    return Relevance(similarity >= threshold, 0, similarity)
-
-
-def _prefetch_relevance(
-    checklist: Sequence[Mapping[str, Any]], checks: Sequence[QuoteCheck]
-) -> None:
-    """Embed, in one batch, the requirements and quotes that share no key term (the only ones
-    the relevance check compares by meaning)."""
-    from hltm.embeddings import prefetch_texts
-
-    texts: list[str] = []
-    for item, check in zip(checklist, checks, strict=True):
-        requirement = item.get("requirement")
-        if (
-            check.survived
-            and check.quote
-            and requirement
-            and not shared_terms(requirement, check.quote)
-        ):
-            texts += [requirement, check.quote]
-    prefetch_texts(texts)
+def _context(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The resume lines a quote was cut from (what it says beside the quote)."""
+    lines = []
+    for start, end in spans:
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        lines.append(text[line_start : line_end if line_end >= 0 else len(text)])
+    return "\n".join(lines)
 
 
 def empty_counts() -> dict[str, int]:
     """Zeroed counters, the shape returned by :func:`apply_validation`."""
-    keys = [*OUTCOMES, "irrelevant", *(f"mandatory_{o}" for o in OUTCOMES), "mandatory_irrelevant"]
+    keys = [*OUTCOMES, *REASONS, *(f"mandatory_{o}" for o in OUTCOMES), "mandatory_irrelevant"]
     keys += ["items", "mandatory_items", "downgraded", "mandatory_quotes", "mandatory_survived"]
     return dict.fromkeys(keys, 0)
 
@@ -332,58 +322,80 @@ def apply_validation(
     resume_text: str | NormalisedText,
     threshold: float = QUOTE_SIMILARITY_THRESHOLD,
     quote_key: str = "quote",
-    relevance_threshold: float = RELEVANCE_THRESHOLD,
+    relevance_threshold: float = evidence.RELEVANCE_THRESHOLD,
+    present: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Validate every checklist quote; cap unsupported ``met`` items at ``partial``.
+    """Validate every checklist quote, then cap each item's status at what its quote proves.
 
-    Each returned item is a copy with ``quote`` replaced by the validated real span (or None)
-    plus ``quote_outcome``, ``quote_similarity``, ``quote_relevant`` (does the surviving quote
-    support the item's ``requirement``, see :func:`quote_supports`) and ``llm_quote`` (what the
-    judge wrote, kept for audit). Counts: per outcome overall (``exact`` …) and for mandatory
-    items (``mandatory_exact`` …), ``irrelevant`` / ``mandatory_irrelevant`` (surviving quotes
-    that do not support their requirement), ``downgraded`` (met → partial), ``mandatory_quotes``
-    (mandatory items with a non-blank quote) and ``mandatory_survived`` (of those, exact +
-    repaired).
-    ``resume_text`` may be pre-normalised with :func:`normalise` (one resume, many checklists).
+    Each returned item is a copy with ``quote`` replaced by the validated real span (None when
+    dropped, absent or irrelevant) plus ``quote_outcome``, ``quote_similarity``,
+    ``quote_relevant`` (does the surviving quote bear on its requirement), ``quote_reason``
+    (what capped the item: ``hltm.judge.evidence.Support.reason``) and ``llm_quote`` (what the
+    judge wrote, kept for audit). An item without a surviving, relevant quote cannot stay
+    ``met``. Counts: per outcome overall (``exact`` …) and for mandatory items
+    (``mandatory_exact`` …), per reason (``irrelevant``, ``thin``, ``short``, ``undated``),
+    ``mandatory_irrelevant``, ``downgraded`` (items whose status was lowered),
+    ``mandatory_quotes`` (mandatory items with a non-blank quote) and ``mandatory_survived``
+    (of those, verbatim and relevant). ``present`` is the month "present" means in the resume's
+    dates (default: the latest month it mentions). ``resume_text`` may be pre-normalised with
+    :func:`normalise` (one resume, many checklists).
     """
     if isinstance(resume_text, NormalisedText):
         resume = resume_text
     else:
         resume = normalise(resume_text or "")
+    if present is None:
+        present = present_month(resume.original)
     counts = empty_counts()
     out: list[dict[str, Any]] = []
     checks = [
         validate_quote(item.get(quote_key), resume, threshold=threshold) for item in checklist
     ]
-    _prefetch_relevance(checklist, checks)
+    requirements = [str(item.get("requirement") or "") for item in checklist]
+    evidence.prefetch(
+        (
+            (requirement, check.quote, str(item.get("status")))
+            for requirement, item, check in zip(requirements, checklist, checks, strict=True)
+            if check.survived and check.quote
+        ),
+        requirements,
+    )
     for item, check in zip(checklist, checks, strict=True):
-        llm_quote = item.get(quote_key)
         new = dict(item)
-        new[quote_key] = check.quote
         new["quote_outcome"] = check.outcome
         new["quote_similarity"] = round(check.similarity, 4)
-        new["llm_quote"] = llm_quote
-        mandatory = bool(item.get("mandatory"))
-        relevant = True
+        new["llm_quote"] = item.get(quote_key)
+        status = str(item.get("status"))
+        reason: str | None = None
         if check.survived and check.quote:
-            relevant = quote_supports(
-                item.get("requirement"), check.quote, relevance_threshold
-            ).supports
-            if not relevant:
-                counts["irrelevant"] += 1
-                counts["mandatory_irrelevant"] += int(mandatory)
-        new["quote_relevant"] = relevant if check.survived else None
-        if (not check.survived or not relevant) and new.get("status") == "met":
-            new["status"] = "partial"
+            backed = evidence.support(
+                str(item.get("requirement") or ""), check.quote, present,
+                _context(resume.original, check.spans), relevance_threshold, requirements, status,
+            )  # fmt: skip
+            reason = backed.reason
+            status = evidence.capped(status, backed.cap)
+            new["quote_relevant"] = backed.relevant
+            new[quote_key] = check.quote if backed.relevant else None
+        else:
+            status = evidence.capped(status, "partial")
+            new["quote_relevant"] = None
+            new[quote_key] = None
+        new["quote_reason"] = reason or (None if check.survived else check.outcome)
+        if status != item.get("status"):
             counts["downgraded"] += 1
+        new["status"] = status
+        mandatory = bool(item.get("mandatory"))
         counts["items"] += 1
         counts[check.outcome] += 1
+        if reason:
+            counts[reason] += 1
         if mandatory:
             counts["mandatory_items"] += 1
             counts[f"mandatory_{check.outcome}"] += 1
+            counts["mandatory_irrelevant"] += int(reason == "irrelevant")
             if check.outcome != "absent":
                 counts["mandatory_quotes"] += 1
-                counts["mandatory_survived"] += int(check.survived)
+                counts["mandatory_survived"] += int(check.survived and reason != "irrelevant")
         out.append(new)
     return out, counts
 
@@ -401,7 +413,8 @@ def survival_rate(counts: Mapping[str, int]) -> float:
     """Share of quotes given on mandatory requirements that survived validation.
 
     ``mandatory_survived / mandatory_quotes``: quotes the judge *gave* (absent ones are not
-    quotes and are not counted) that were kept as exact or repaired. 1.0 when no mandatory
+    quotes and are not counted) that were kept as exact or repaired and bear on their
+    requirement. 1.0 when no mandatory
     quote was given — nothing was invented; the gate treats that case separately.
     """
     given = int(counts.get("mandatory_quotes", 0))

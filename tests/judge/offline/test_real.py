@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hltm.judge.offline.heuristic import judge_offline, prepare_pool
-from hltm.judge.offline.resume import MAX_TITLE_CHARS, month_index, parse_resume
+from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
 from hltm.judge.quotes import apply_validation
 from hltm.judge.tasks import JudgeVerdict
 from tests.support import FIXTURES as SHARED_FIXTURES
@@ -147,7 +147,7 @@ def test_quotes_are_verbatim_and_none_cites_the_diploma() -> None:
             assert "Diploma" not in item.quote
 
 
-def test_an_irrelevant_verbatim_quote_is_capped_at_partial() -> None:
+def test_an_irrelevant_verbatim_quote_is_capped_at_partial_and_not_shown() -> None:
     # verbatim in the fixture, about payments (the case: a real line, no Kafka in it)
     quote = "Processed all accounts payables by check, domestic and international wires, ACH, and credit card."
     checklist = [
@@ -159,7 +159,9 @@ def test_an_irrelevant_verbatim_quote_is_capped_at_partial() -> None:
     items, counts = apply_validation(checklist, ACCOUNTANT)
     kafka, banking = items
     assert kafka["quote_outcome"] == "exact" and kafka["quote_relevant"] is False
-    assert kafka["status"] == "partial"
+    assert kafka["status"] == "partial" and kafka["quote_reason"] == "irrelevant"
+    assert kafka["quote"] is None and kafka["llm_quote"] == quote  # kept for audit only
     assert banking["quote_relevant"] is True and banking["status"] == "met"
     assert counts["irrelevant"] == counts["mandatory_irrelevant"] == 1
     assert counts["exact"] == 2 and counts["downgraded"] == 1
+    assert counts["mandatory_survived"] == 1  # an irrelevant quote does not survive the gate
