@@ -22,6 +22,8 @@ CONTENT_FAULTS = (
     "finish_length",
     "schema_violation",
     "invented_quotes",
+    "partial_checklist",
+    "unquoted",
     "refusal",
     "content_filter",
     "reject_json_schema",
@@ -195,6 +197,27 @@ def _invent_quotes(answer: Any, user_text: str, payload: Any) -> Any:
     return walk(answer)
 
 
+def _first_items(answer: Any, key: str = "checklist") -> Any:
+    """Every `key` list (at any depth) cut to its first item: a small model that stops early."""
+    if isinstance(answer, dict):
+        return {
+            k: v[:1] if k == key and isinstance(v, list) else _first_items(v, key)
+            for k, v in answer.items()
+        }
+    if isinstance(answer, list):
+        return [_first_items(v, key) for v in answer]
+    return answer
+
+
+def _no_quotes(answer: Any) -> Any:
+    """Every `quote` field (at any depth) null: a model that never quotes."""
+    if isinstance(answer, dict):
+        return {k: None if k == "quote" else _no_quotes(v) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [_no_quotes(v) for v in answer]
+    return answer
+
+
 def _cite_unknown_ids(answer: Any, haystack: str) -> Any:
     """Every id field's value(s) replaced by ids that occur nowhere in the input."""
     counter = 0
@@ -311,6 +334,10 @@ def render(
         answer = _cite_documents(answer, payload)
     elif kind == "no_citations" and isinstance(answer, dict) and "citation" in answer:
         answer = {**answer, "citation": []}
+    elif kind == "partial_checklist":
+        answer = _first_items(answer)
+    elif kind == "unquoted":
+        answer = _no_quotes(answer)
     elif kind == "copies_all_sources":
         system = next(
             (protocol.text_of(m.get("content")) for m in messages if m.get("role") == "system"),

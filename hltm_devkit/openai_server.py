@@ -19,6 +19,9 @@ HTTP (`POST /_faults` with the same fields as JSON), so a standalone server can 
 * ``schema_violation`` valid JSON that does not fit the schema;
 * ``invented_quotes`` every non-null ``quote`` field (at any depth, e.g. a judge's checklist) is
   replaced by plausible resume text that is NOT in the input — for quote-validator tests;
+* ``partial_checklist`` every ``checklist`` list keeps only its first item (a small model that
+  lists one requirement of six);
+* ``unquoted``        every ``quote`` field is null (a small model that never quotes);
 * ``refusal``         ``message.refusal`` set, no content;
 * ``content_filter``  no content, ``finish_reason="content_filter"``;
 
