@@ -29,7 +29,7 @@ from assets.sources import source_key
 from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
-from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision
+from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision, blocked_advice
 from hltm.judge.journal import Anchor, ChainReport, Publication, config_gate, verify_chain
 from hltm.judge.pipeline import (
     Budget,
@@ -37,7 +37,7 @@ from hltm.judge.pipeline import (
     JudgeReport,
     judge_config,
 )
-from hltm.judge.service import JudgeEnv, PoolResult, judge_all
+from hltm.judge.service import JudgeEnv, PoolResult, judge_all, pool_advice
 from hltm.judge.service import build_vacancy_pool as _build_pool
 from hltm.judge.service import gate as _gate
 from hltm.judge.service import judge_vacancy as _judge
@@ -339,8 +339,9 @@ RANKINGS_KEY = dg.AssetKey("rankings")
 
 class JudgeRunConfig(dg.Config):
     """Empty `vacancies` = every vacancy in the sources; 0 = the resource's default.
-    `rejudge_failed`: judge again the cached evaluations that lost a mandatory quote (how an
-    operator clears a quote gate blocked by a bad spell of the model)."""
+    `rejudge_failed`: judge again the cached evaluations that failed the evidence check (how an
+    operator clears a quote gate blocked by a bad spell of the model, see
+    `hltm.judge.gate.blocked_advice`)."""
 
     vacancies: list[str] = []
     budget: int = 0
@@ -418,11 +419,11 @@ def judge_all_vacancies(
     if summary.gate is not None and not summary.gate.passed:
         raise dg.Failure(
             f"rankings not published: quote gate {summary.gate.reason} over the latest"
-            f" {GATE_WINDOW} evaluations; once the model answers well again, judge the failed"
-            " ones again: `hltm judge run --rejudge-failed`",
+            f" {GATE_WINDOW} evaluations; {blocked_advice(summary.gate)}",
             metadata=summary.totals(),
         )
-    return {**summary.totals(), "held_reasons": summary.held}
+    blocked = {vid: f"quote gate {r}; {pool_advice(vid)}" for vid, r in summary.blocked.items()}
+    return {**summary.totals(), "held_reasons": summary.held, "blocked_reasons": blocked}
 
 
 @dg.job(

@@ -20,13 +20,16 @@ from fractions import Fraction
 __all__ = [
     "GATE_MIN_SURVIVAL",
     "GATE_WINDOW",
+    "REJUDGE_COMMAND",
     "GateDecision",
+    "blocked_advice",
     "gate_decision",
     "gate_from_counts",
 ]
 
 GATE_MIN_SURVIVAL = 0.90
 GATE_WINDOW = 200  # evaluations, several hundred mandatory quotes: a 90% rate is measurable
+REJUDGE_COMMAND = "hltm judge run --rejudge-failed"
 
 
 @dataclass(frozen=True)
@@ -73,4 +76,19 @@ def gate_from_counts(
         int(counts.get("mandatory_quotes", 0)),
         int(counts.get("mandatory_survived", 0)),
         min_survival,
+    )
+
+
+def blocked_advice(decision: GateDecision) -> str:
+    """What clears a blocked configuration, for the case at hand. `REJUDGE_COMMAND` judges
+    again the evaluations that failed the evidence check (a mandatory quote lost, requirements
+    left out, a mandatory "met" without a quote) and, when the window holds no mandatory quote
+    at all, every evaluation that quoted none: a new score replaces each."""
+    if decision.measured:
+        what = "the evaluations whose mandatory quotes did not survive"
+    else:
+        what = "the evaluations that quoted nothing on a mandatory requirement"
+    return (
+        f"once the model answers well again (check its quotes on one vacancy), judge {what}"
+        f" again: `{REJUDGE_COMMAND}`"
     )

@@ -9,14 +9,22 @@ For each (vacancy, resume) pair of a pool:
    run's budget of cold evaluations is spent; the rest is *deferred* to the next run and counted.
    One `Budget` is shared by every vacancy of a run (thread-safe).
 3. **Workers**: W threads share one `LLM` (thread-safe, counts calls and tokens).
-4. **Post-processing**, deterministic: formal items are dropped (`formal.drop_formal`, before
+4. **Post-processing**, deterministic (`postprocess`): formal items are dropped (before
    validation), each item's ``mandatory`` flag is taken from the vacancy (the model's copy is
-   not trusted), items naming no requirement of the vacancy are dropped, then every quote is
-   validated (`quotes.apply_validation`: exact / repaired / dropped; an unsupported ``met``
-   becomes ``partial``). Counts of each outcome are stored with the score.
-5. **Re-judging** (`rejudge_failed`): a cached evaluation with a mandatory quote that failed
-   validation (a bad spell of the model: invented quotes) is judged again on request, as a
-   cold pair under the budget; a new score replaces it, a failure leaves it as it was.
+   not trusted), items naming no requirement of the vacancy are dropped. A verdict must cover
+   every requirement: the model is asked once more about the ones it left out, and what is
+   still missing is not found. Every quote is validated and held to the evidence rules
+   (`quotes.apply_validation`, `hltm.judge.evidence`: exact / repaired / dropped, then
+   irrelevant / thin / short / undated), each item capped at what its quote proves; then
+   ``overall`` — what rankings sort by — becomes the answered overall times the share of the
+   claimed evidence that survived. Counts of each outcome are stored with the score.
+5. **Re-judging**: a cached evaluation that failed the evidence check (`FAILED_EVALUATION`: a
+   mandatory quote lost to validation, requirements left out, a mandatory "met" without a
+   quote) is judged again as a cold pair under the budget — on request (`rejudge_failed`), and
+   in every run of the product when the pool's evaluations fail the quote gate (`pool_gate`,
+   `rejudge_blocked`), so a bad spell of the model neither reaches a ranking nor keeps the
+   vacancy blocked once the model answers well. A new score replaces it, a failure leaves it as
+   it was.
 6. **Failures**: an `LLMError` (malformed JSON, cut-off answer, timeouts, HTTP errors after
    retries…) is recorded in ``judge_failures`` with its reason; it never enters the cache as a
    score, never stops the other pairs, and the pair is tried again next run.
@@ -30,14 +38,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hltm.judge.data import Resume, Vacancy
-from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS, split_formal
+from hltm.judge.data import Requirement, Resume, Vacancy
+from hltm.judge.evidence import surviving_share
+from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS, is_formal, split_formal
+from hltm.judge.gate import GateDecision, gate_decision
 from hltm.judge.quotes import NormalisedText, apply_validation, empty_counts, normalise, sum_counts
+from hltm.judge.resume import present_month
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JUDGE_TASK, JudgeVerdict, build_payload
 from hltm.llm import LLM, LLMError, LLMUsage
@@ -162,18 +173,24 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def postprocess(
-    verdict: JudgeVerdict,
-    vacancy: Vacancy,
-    resume_text: str,
-    formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
-) -> tuple[list[dict[str, Any]], dict[str, int], int, int]:
-    """(validated checklist, quote counts, formal items dropped, unknown items dropped)."""
+def required(
+    vacancy: Vacancy, formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS
+) -> list[Requirement]:
+    """The requirements every verdict must cover: the vacancy's, formalities left out."""
+    return [r for r in vacancy.requirements if not is_formal(r.text, formal_patterns)]
+
+
+def _known(
+    verdict: JudgeVerdict, vacancy: Vacancy, formal_patterns: Sequence[str]
+) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """(requirement id → the verdict's item for it, formal items, items naming no requirement
+    of the vacancy). The item's ``mandatory`` flag is the vacancy's (the model's copy is not
+    trusted); the first item wins when one requirement is listed twice."""
     items = [item.model_dump() for item in verdict.checklist]
     kept, formal = split_formal(items, key="requirement", patterns=formal_patterns)
     by_id = {r.requirement_id: r for r in vacancy.requirements}
     by_text = {" ".join(r.text.lower().split()): r for r in vacancy.requirements}
-    known: list[dict[str, Any]] = []
+    known: dict[str, dict[str, Any]] = {}
     unknown = 0
     for item in kept:
         req = by_id.get(str(item.get("requirement_id")))
@@ -182,12 +199,86 @@ def postprocess(
         if req is None:
             unknown += 1
             continue
-        fixed = dict(item)
-        fixed["requirement_id"] = req.requirement_id
-        fixed["mandatory"] = req.mandatory
-        known.append(fixed)
-    validated, counts = apply_validation(known, _normalised(resume_text))
-    return validated, counts, len(formal), unknown
+        known.setdefault(
+            req.requirement_id,
+            {**item, "requirement_id": req.requirement_id, "requirement": req.text,
+             "mandatory": req.mandatory},
+        )  # fmt: skip
+    return known, len(formal), unknown
+
+
+def missing_requirements(
+    verdict: JudgeVerdict,
+    vacancy: Vacancy,
+    formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
+) -> list[Requirement]:
+    """The requirements the verdict's checklist leaves out (what a follow-up asks about)."""
+    known = _known(verdict, vacancy, formal_patterns)[0]
+    return [r for r in required(vacancy, formal_patterns) if r.requirement_id not in known]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A verdict after post-processing: its validated checklist and the scores it keeps."""
+
+    checklist: list[dict[str, Any]]
+    counts: dict[str, int]
+    formal: int
+    unknown: int
+    scores: dict[str, int]
+    support: float  # share of the evidence the verdict claimed that survived validation
+    answered_overall: int
+
+
+def postprocess(
+    verdict: JudgeVerdict,
+    vacancy: Vacancy,
+    resume_text: str,
+    formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
+    *,
+    followup: JudgeVerdict | None = None,
+    present: int | None = None,
+) -> Settled:
+    """The checklist covering every requirement, validated, and the scores that follow it.
+
+    Items come from ``verdict``, then from ``followup`` (the answer to asking again about the
+    requirements the verdict left out); a requirement still left out is not found. Quotes are
+    validated (`quotes.apply_validation`), then ``overall`` becomes the answered overall times
+    the share of the claimed evidence that survived (`evidence.surviving_share`): a verdict whose
+    quotes were dropped, or that skipped requirements, cannot keep its score.
+    """
+    known, formal, unknown = _known(verdict, vacancy, formal_patterns)
+    if followup is not None:
+        extra, more_formal, more_unknown = _known(followup, vacancy, formal_patterns)
+        for rid, item in extra.items():
+            known.setdefault(rid, item)
+        formal, unknown = formal + more_formal, unknown + more_unknown
+    checklist: list[dict[str, Any]] = []
+    omitted: list[dict[str, Any]] = []
+    for req in required(vacancy, formal_patterns):
+        item = known.get(req.requirement_id)
+        if item is None:
+            item = {
+                "requirement_id": req.requirement_id, "requirement": req.text,
+                "mandatory": req.mandatory, "status": "not_found", "quote": None,
+                "omitted": True,
+            }  # fmt: skip
+            omitted.append(item)
+        checklist.append(item)
+    validated, counts = apply_validation(checklist, _normalised(resume_text), present=present)
+    counts["missing"] = len(omitted)
+    counts["mandatory_unquoted_met"] = sum(
+        1
+        for item in checklist
+        if item["mandatory"]
+        and item["status"] == "met"
+        and not str(item.get("quote") or "").strip()
+    )
+    share = surviving_share(checklist, validated)
+    scores = verdict.scores()
+    answered = scores["overall"]
+    scores["overall"] = round(answered * share)
+    return Settled(validated, counts, formal, unknown, scores, share, answered)
 
 
 _NORMALISED: dict[str, NormalisedText] = {}
@@ -231,22 +322,76 @@ def _keys_in(con: Any, table: str, vacancy: Vacancy, config: JudgeConfig) -> set
     return {(r, h) for r, h in rows.fetchall()}
 
 
+# An evaluation that failed the evidence check: it lost a mandatory quote to validation, left
+# requirements out even when asked again, or said "met" on a mandatory one without a quote.
+FAILED_EVALUATION = (
+    "mandatory_survived < mandatory_quotes"
+    " OR coalesce(TRY_CAST(json_extract_string(quote_counts, '$.missing') AS INTEGER), 0) > 0"
+    " OR coalesce(TRY_CAST(json_extract_string(quote_counts, '$.mandatory_unquoted_met')"
+    " AS INTEGER), 0) > 0"
+)
+# An evaluation that quoted nothing on a mandatory requirement.
+UNQUOTED_EVALUATION = "mandatory_quotes = 0"
+
+
 def _cached_keys(
-    con: Any, vacancy: Vacancy, config: JudgeConfig, rejudge_failed: bool = False
+    con: Any, vacancy: Vacancy, config: JudgeConfig, rejudge: Sequence[str] = ()
 ) -> set[tuple[str, str]]:
-    """The pairs the score cache answers; with `rejudge_failed`, less those whose evaluation
-    lost a mandatory quote to validation (they are judged again)."""
+    """The pairs the score cache answers, less those matching any ``rejudge`` condition (they
+    are judged again)."""
     cached = _keys_in(con, "judge_scores", vacancy, config)
-    if rejudge_failed:
+    if rejudge:
         where, params = _key_filter(vacancy, config)
+        either = " OR ".join(f"({condition})" for condition in rejudge)
         cached -= set(
             con.execute(
-                f"SELECT resume_id, resume_hash FROM judge_scores WHERE {where}"
-                " AND mandatory_survived < mandatory_quotes",
+                f"SELECT resume_id, resume_hash FROM judge_scores WHERE {where} AND ({either})",
                 params,
             ).fetchall()
         )
     return cached
+
+
+def pool_gate(
+    con: Any, vacancy: Vacancy, resumes: Sequence[Resume], config: JudgeConfig
+) -> GateDecision:
+    """The quote gate over the pool's own evaluations in the cache (what a ranking of it would
+    be made of). With no mandatory quote among them it passes, unmeasured: whether the
+    configuration quotes at all is the configuration gate's question."""
+    where, params = _key_filter(vacancy, config)
+    pool = {(r.resume_id, r.content_hash) for r in resumes}
+    rows = con.execute(
+        f"SELECT resume_id, resume_hash, mandatory_quotes, mandatory_survived FROM judge_scores"
+        f" WHERE {where}",
+        params,
+    ).fetchall()
+    quotes = sum(int(q or 0) for rid, rh, q, _ in rows if (rid, rh) in pool)
+    survived = sum(int(v or 0) for rid, rh, _, v in rows if (rid, rh) in pool)
+    if not quotes:
+        return GateDecision(True, 1.0, "no quotes on mandatory requirements to measure", False)
+    return gate_decision(quotes, survived)
+
+
+def _rejudged(
+    con: Any,
+    vacancy: Vacancy,
+    resumes: Sequence[Resume],
+    config: JudgeConfig,
+    rejudge_failed: bool,
+    rejudge_unquoted: bool,
+    rejudge_blocked: bool,
+) -> tuple[str, ...]:
+    """Which cached evaluations are judged again: the failed ones when asked, or when the
+    pool's evaluations fail the quote gate and `rejudge_blocked` (a bad spell of the model must
+    not keep the vacancy blocked once the model answers well); those that quoted nothing when
+    asked (`rejudge_unquoted`)."""
+    conditions = []
+    blocked = rejudge_blocked and not pool_gate(con, vacancy, resumes, config).passed
+    if rejudge_failed or blocked:
+        conditions.append(FAILED_EVALUATION)
+    if rejudge_unquoted:
+        conditions.append(UNQUOTED_EVALUATION)
+    return tuple(conditions)
 
 
 @dataclass(frozen=True)
@@ -284,13 +429,44 @@ def cold_count(
     resumes: Sequence[Resume],
     config: JudgeConfig,
     rejudge_failed: bool = False,
+    rejudge_unquoted: bool = False,
+    rejudge_blocked: bool = False,
 ) -> int:
     """How many of ``resumes`` are not in the score cache for this vacancy and configuration
-    (or are to be judged again)."""
+    (or are to be judged again, see `judge_pool`)."""
     with connect(derived_db) as con:
         ensure_judge_schema(con)
-        cached = _cached_keys(con, vacancy, config, rejudge_failed)
+        rejudge = _rejudged(
+            con, vacancy, resumes, config, rejudge_failed, rejudge_unquoted, rejudge_blocked
+        )
+        cached = _cached_keys(con, vacancy, config, rejudge)
     return sum(1 for r in resumes if (r.resume_id, r.content_hash) not in cached)
+
+
+def _ask_again(
+    llm: LLM,
+    verdict: JudgeVerdict,
+    vacancy: Vacancy,
+    resume: Resume,
+    formal_patterns: Sequence[str],
+    context: str,
+) -> tuple[JudgeVerdict | None, LLMUsage, bool]:
+    """Ask once more about the requirements a verdict left out (the same task, the vacancy
+    narrowed to them). A failed follow-up is no failure of the evaluation: what is still
+    missing counts as not found."""
+    missing = missing_requirements(verdict, vacancy, formal_patterns)
+    if not missing:
+        return None, LLMUsage(), False
+    narrowed = replace(vacancy, requirements=tuple(missing))
+    try:
+        followup, spent = llm.run_counted(
+            JUDGE_TASK, build_payload(narrowed, resume), context=f"{context}, asked again"
+        )
+    except LLMError as err:
+        log.warning("%s: asking again about %d requirements failed: %s", context, len(missing),
+                    err.reason)  # fmt: skip
+        return None, LLMUsage(), True
+    return followup, spent, True
 
 
 def judge_pool(
@@ -306,11 +482,16 @@ def judge_pool(
     formal_patterns: Sequence[str] = DEFAULT_FORMAL_PATTERNS,
     on_result: Callable[[str, str], None] | None = None,
     rejudge_failed: bool = False,
+    rejudge_unquoted: bool = False,
+    rejudge_blocked: bool = False,
 ) -> JudgeReport:
     """Judge ``resumes`` (the pool, in priority order) for ``vacancy``; see the module docstring.
 
     ``on_result(resume_id, "ok" | reason)`` is called as each cold evaluation finishes.
-    ``rejudge_failed``: also judge again the cached pairs that lost a mandatory quote.
+    ``rejudge_failed``: also judge again the cached evaluations that failed the evidence check
+    (`FAILED_EVALUATION`); ``rejudge_blocked``: the same, only when the pool's evaluations fail
+    the quote gate (what every run of the product does; a measurement keeps the answers it
+    measures); ``rejudge_unquoted``: also those that quoted nothing on a mandatory requirement.
     """
     started = time.perf_counter()
     config = config or judge_config(llm)
@@ -318,8 +499,11 @@ def judge_pool(
     report = JudgeReport(vacancy.vacancy_id, vacancy.version_key, config, pool=len(resumes))
     with connect(derived_db) as con:
         ensure_judge_schema(con)
-        cached = _cached_keys(con, vacancy, config, rejudge_failed)
-        stored = _cached_keys(con, vacancy, config) if rejudge_failed else cached
+        rejudge = _rejudged(
+            con, vacancy, resumes, config, rejudge_failed, rejudge_unquoted, rejudge_blocked
+        )
+        cached = _cached_keys(con, vacancy, config, rejudge)
+        stored = _cached_keys(con, vacancy, config) if rejudge else cached
     cold = [r for r in resumes if (r.resume_id, r.content_hash) not in cached]
     report.cached = len(resumes) - len(cold)
     granted = budget.claim(len(cold))
@@ -334,23 +518,44 @@ def judge_pool(
         t0 = time.perf_counter()
         try:
             verdict, spent = llm.run_counted(JUDGE_TASK, payload, context=context)
-            checklist, counts, formal, unknown = postprocess(
-                verdict, vacancy, resume.text, formal_patterns
+            followup, again, asked = _ask_again(
+                llm, verdict, vacancy, resume, formal_patterns, context
             )
+            settled = postprocess(
+                verdict, vacancy, resume.text, formal_patterns, followup=followup,
+                present=present_month(resume.text, resume.as_of),
+            )  # fmt: skip
         except LLMError as err:
             return resume, None, err.reason
         except Exception as err:  # a bug in one pair must not stop the others; it is recorded
             log.exception("judging %s failed", context)
             return resume, None, f"{type(err).__name__}: {err}"
+        spent = spent + again
         answer = verdict.model_dump()
-        answer["checklist"] = checklist
+        answer["checklist"] = settled.checklist
+        answer["overall"] = {
+            "score": settled.scores["overall"],
+            "explanation": answer["overall"]["explanation"]
+            + (
+                f" [answered {settled.answered_overall}; {settled.support:.0%} of the evidence"
+                " it claimed survived validation]"
+                if settled.support < 1
+                else ""
+            ),
+        }
+        answer["evidence"] = {
+            "answered_overall": settled.answered_overall,
+            "support": round(settled.support, 4),
+            "asked_again": asked,
+        }
+        settled.counts["asked_again"] = int(asked)
         row = {
-            "scores": verdict.scores(),
+            "scores": settled.scores,
             "actual_role": verdict.actual_role,
             "verdict": answer,
-            "counts": counts,
-            "formal": formal,
-            "unknown": unknown,
+            "counts": settled.counts,
+            "formal": settled.formal,
+            "unknown": settled.unknown,
             "prompt_tokens": spent.prompt_tokens,
             "completion_tokens": spent.completion_tokens,
             "seconds": time.perf_counter() - t0,

@@ -28,7 +28,7 @@ from hltm.judge.candidates import (
 )
 from hltm.judge.data import Resume, Vacancy, load_resumes
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
-from hltm.judge.gate import GateDecision
+from hltm.judge.gate import GateDecision, blocked_advice
 from hltm.judge.journal import JournalEntry, Publication, config_gate, publish_ranking
 from hltm.judge.pipeline import (
     DEFAULT_BUDGET,
@@ -39,6 +39,7 @@ from hltm.judge.pipeline import (
     cold_count,
     judge_config,
     judge_pool,
+    pool_gate,
 )
 from hltm.judge.pools import PoolEntry, stable_top
 from hltm.judge.store import ensure_judge_schema
@@ -192,18 +193,44 @@ def judge_vacancy(
     run_id: str = "",
     on_result: Callable[[str, str], None] | None = None,
     rejudge_failed: bool = False,
+    rejudge_unquoted: bool = False,
 ) -> JudgeReport:
     pool = load_pool(env, vacancy) if pool is None else pool
     return judge_pool(
         env.derived_db, env.llm, vacancy, pool, config=env.config, budget=budget,
         workers=workers, run_id=run_id, formal_patterns=env.formal_patterns, on_result=on_result,
-        rejudge_failed=rejudge_failed,
+        rejudge_failed=rejudge_failed, rejudge_unquoted=rejudge_unquoted, rejudge_blocked=True,
     )  # fmt: skip
 
 
 def gate(env: JudgeEnv) -> GateDecision:
     with connect(env.derived_db) as con:
         return config_gate(con, env.config)
+
+
+def vacancy_gate(
+    derived_db: Path | str, vacancy: Vacancy, pool: Sequence[Resume], config: JudgeConfig
+) -> GateDecision:
+    """The configuration's gate, and the gate over the pool's own evaluations: a ranking is
+    made only of evaluations that pass it, however well the configuration does elsewhere."""
+    with connect(derived_db) as con:
+        overall = config_gate(con, config)
+        if not overall.passed:
+            return overall
+        own = pool_gate(con, vacancy, pool, config)
+    if own.passed:
+        return overall
+    reason = own.reason.replace("blocked: ", f"blocked for {vacancy.vacancy_id}: ", 1)
+    return GateDecision(False, own.rate, f"{reason} in its own evaluations")
+
+
+def pool_advice(vacancy_id: str) -> str:
+    """What clears a vacancy blocked by its own evaluations: any run of it judges its failed
+    evaluations again (`judge_pool`), so once the model answers well the next one publishes."""
+    return (
+        "its failed evaluations are judged again by its next run; once the model answers well:"
+        f" `hltm judge run -v {vacancy_id}`"
+    )
 
 
 def publish_vacancy(
@@ -214,11 +241,12 @@ def publish_vacancy(
     run_id: str = "",
 ) -> Publication:
     """Gate, then rank by ``overall`` and append to the journal unless the live ranking is more
-    complete. Raises PermissionError when the configuration's quote survival is below the
-    gate."""
+    complete. Raises PermissionError when the configuration's quote survival, or the pool's
+    own, is below the gate (`vacancy_gate`)."""
     pool = load_pool(env, vacancy) if pool is None else pool
+    decision = vacancy_gate(env.derived_db, vacancy, pool, env.config)
     return publish_ranking(
-        env.derived_db, vacancy, pool, env.config, gate(env), failed=failed, run_id=run_id
+        env.derived_db, vacancy, pool, env.config, decision, failed=failed, run_id=run_id
     )
 
 
@@ -251,6 +279,7 @@ class RunSummary:
     reports: dict[str, JudgeReport] = field(default_factory=dict)
     published: dict[str, JournalEntry] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # vacancy id → why the live one stays
+    blocked: dict[str, str] = field(default_factory=dict)  # vacancy id → its own gate's reason
     gate: GateDecision | None = None
     budget: int | None = None
     seconds: float = 0.0
@@ -273,6 +302,7 @@ class RunSummary:
             "tokens": sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in reps),
             "published": len(self.published),
             "held": len(self.held),
+            "blocked": len(self.blocked),
         }
 
     def lines(self) -> list[str]:
@@ -285,6 +315,8 @@ class RunSummary:
         ]
         if self.gate is not None:
             out.append(f"quote gate {self.gate.reason}")
+            if not self.gate.passed:
+                out.append(blocked_advice(self.gate))
         elif t["vacancies"] and not t["pool_pairs"]:
             out.append("no resume in any pool: nothing to judge or publish (ingest resumes first)")
         for vid, entry in sorted(self.published.items()):
@@ -292,6 +324,8 @@ class RunSummary:
             out.append(f"{vid}: journal #{entry.seq}, {entry.judged} ranked, top 3: {top}")
         for vid, reason in sorted(self.held.items()):
             out.append(f"{vid}: ranking held, {reason}")
+        for vid, reason in sorted(self.blocked.items()):
+            out.append(f"{vid}: ranking not published, quote gate {reason}; {pool_advice(vid)}")
         return out
 
     def __str__(self) -> str:
@@ -314,10 +348,14 @@ def judge_all(
     ``on_vacancy(vacancy_id, step, result)`` is called after each step of each vacancy
     (``"pool"``, ``"judge"``, ``"publish"`` or ``"blocked"``), so a caller (the Dagster op job)
     can record materialisations as they happen. ``rejudge_failed``: cached evaluations that
-    lost a mandatory quote are judged again, within the budget (see `judge_pool`).
+    failed the evidence check are judged again, within the budget (see `judge_pool`), and when
+    the configuration's gate has no mandatory quote to measure, those that quoted none.
+    A vacancy whose own evaluations fail the quote gate is not published (`vacancy_gate`);
+    its failed evaluations are judged again on the next run.
     """
     started = time.perf_counter()
     summary = RunSummary(index=refresh_index(env) if refresh else None, budget=budget)
+    rejudge_unquoted = rejudge_failed and not gate(env).measured
     vacancies = calibrated_vacancies(env.sources_db, env.derived_db, vacancy_ids)
     for vacancy in vacancies:
         result = build_vacancy_pool(env, vacancy, run_id)
@@ -327,8 +365,13 @@ def judge_all(
     # One budget for the run, shared fairly: count cold pairs first, then give each its share.
     wanted = {
         v.vacancy_id: cold_count(
-            env.derived_db, v, summary.pools[v.vacancy_id].resumes, env.config, rejudge_failed
-        )
+            env.derived_db,
+            v,
+            summary.pools[v.vacancy_id].resumes,
+            env.config,
+            rejudge_failed,
+            rejudge_unquoted,
+        )  # fmt: skip
         for v in vacancies
     }
     shares = fair_shares(wanted, budget)
@@ -336,6 +379,7 @@ def judge_all(
         report = judge_vacancy(
             env, vacancy, summary.pools[vacancy.vacancy_id].resumes,
             Budget(shares[vacancy.vacancy_id]), workers, run_id, rejudge_failed=rejudge_failed,
+            rejudge_unquoted=rejudge_unquoted,
         )  # fmt: skip
         summary.reports[vacancy.vacancy_id] = report
         if on_vacancy:
@@ -346,13 +390,19 @@ def judge_all(
     summary.gate = gate(env)
     if publish:
         for vacancy in vacancies:
-            if not summary.gate.passed:
+            pool = summary.pools[vacancy.vacancy_id].resumes
+            decision = summary.gate
+            if decision.passed:
+                decision = vacancy_gate(env.derived_db, vacancy, pool, env.config)
+            if not decision.passed:
+                if summary.gate.passed:
+                    summary.blocked[vacancy.vacancy_id] = decision.reason
                 if on_vacancy:
-                    on_vacancy(vacancy.vacancy_id, "blocked", summary.gate)
+                    on_vacancy(vacancy.vacancy_id, "blocked", decision)
                 continue
             publication = publish_vacancy(
-                env, vacancy, summary.pools[vacancy.vacancy_id].resumes,
-                failed=summary.reports[vacancy.vacancy_id].failed, run_id=run_id,
+                env, vacancy, pool, failed=summary.reports[vacancy.vacancy_id].failed,
+                run_id=run_id,
             )  # fmt: skip
             if publication.published and publication.live is not None:
                 summary.published[vacancy.vacancy_id] = publication.live

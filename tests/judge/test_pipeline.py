@@ -20,6 +20,7 @@ from hltm.judge.journal import (
     verify_chain,
 )
 from hltm.judge.pipeline import Budget, judge_config, judge_pool, postprocess
+from hltm.judge.resume import present_month
 from hltm.judge.service import fair_shares
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JudgeVerdict
@@ -139,14 +140,56 @@ def test_postprocess_drops_formal_and_unknown_items_and_trusts_the_vacancy_flags
             ],
         }
     )  # fmt: skip
-    checklist, counts, formal, unknown = postprocess(verdict, VACANCY, resume.text)
-    assert (formal, unknown) == (1, 1)
-    by_id = {c["requirement_id"]: c for c in checklist}
+    settled = postprocess(verdict, VACANCY, resume.text)
+    assert (settled.formal, settled.unknown) == (1, 1)
+    by_id = {c["requirement_id"]: c for c in settled.checklist}
     assert by_id["q2"]["mandatory"] is True  # the vacancy says mandatory, not the model
     assert by_id["q2"]["quote_outcome"] == "exact" and by_id["q2"]["status"] == "met"
     assert by_id["q3"]["quote_outcome"] == "dropped" and by_id["q3"]["quote"] is None
     assert by_id["q3"]["status"] == "partial"  # an invented quote cannot keep "met"
+    counts = settled.counts
     assert (counts["mandatory_quotes"], counts["mandatory_survived"]) == (2, 1)
+
+
+def test_the_overall_follows_the_evidence_that_survived() -> None:
+    """Rankings sort by `overall`: it is what the verdict answered times the share of the
+    evidence it claimed that survived validation, a requirement it skipped counting as a claim
+    nothing backs; an honest verdict keeps its score."""
+    resume = POOL[0]
+    present = present_month(resume.text, resume.as_of)
+    real = "Built Python services over PostgreSQL for team 0."
+    dated = "Senior Backend Engineer — Company 00\n2019-01 – present"
+
+    def verdict(*items: tuple[str, str, str | None]) -> JudgeVerdict:
+        return JudgeVerdict.model_validate(
+            {
+                "actual_role": "backend",
+                **{k: {"score": 90, "explanation": "x"} for k in ("role", "level", "skills", "experience", "overall")},
+                "checklist": [
+                    {"requirement_id": rid, "requirement": rid, "mandatory": True,
+                     "status": status, "quote": quote}
+                    for rid, status, quote in items
+                ],
+            }
+        )  # fmt: skip
+
+    honest = postprocess(
+        verdict(("q1", "met", dated), ("q2", "met", real), ("q3", "met", real)),
+        VACANCY, resume.text, present=present,
+    )  # fmt: skip
+    assert [c["status"] for c in honest.checklist] == ["met", "met", "met"]
+    assert (honest.scores["overall"], honest.support) == (90, 1.0)
+
+    invented = "Ten years of Oracle RAC tuning at a large bank."
+    lying = postprocess(
+        verdict(("q1", "met", invented), ("q2", "met", invented), ("q3", "met", real)),
+        VACANCY, resume.text, present=present,
+    )  # fmt: skip
+    assert lying.answered_overall == 90 and lying.scores["overall"] == 30  # 1 of 3 proven
+    skipping = postprocess(verdict(("q2", "met", real)), VACANCY, resume.text, present=present)
+    assert [c["requirement_id"] for c in skipping.checklist] == ["q1", "q2", "q3"]
+    assert [c["status"] for c in skipping.checklist] == ["not_found", "met", "not_found"]
+    assert skipping.counts["missing"] == 2 and skipping.scores["overall"] == 30
 
 
 def _cache_row(db: Path, config: Any, resume: Resume, overall: int, quotes: int, kept: int) -> None:
