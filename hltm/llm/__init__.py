@@ -56,7 +56,7 @@ from hltm.settings import OFFLINE_BACKEND, OPENAI_BACKEND, Settings
 from hltm.tokens import count_tokens
 
 # The offline rules' model id is in every score's cache key: bump it when the rules change a verdict.
-DETERMINISTIC_MODEL = "deterministic-rules-v4"
+DETERMINISTIC_MODEL = "deterministic-rules-v5"
 
 _ONE_ATTEMPT = CallLimits(attempts=1)
 

@@ -2,31 +2,37 @@
 
 It answers the recruiter's question — would I show this candidate for this vacancy? — in the
 rubric's order and in the JSON shape a model must return, from three kinds of evidence that
-hold for any resume layout, each *standardised within the pool* (a z-score):
+hold for any resume layout:
 
 1. **Role**: how close the resume's own job titles — the first one it states
    (`resume.ParsedResume.titles`, in whatever layout: a headline, a first line, a title after
    an education block) and its latest dated position's — are to the vacancy's title by meaning
-   (the bundled e5; the closer of the two). No fixed cosine band: e5 puts every
-   "X Developer" within a few hundredths of each other, so only the candidate's standing in
-   the pool says who is closest. A resume whose title cannot be read is *unknown*: the pool's
-   mean (z = 0), never the floor.
-2. **Level**: the years of the resume's dated positions against the years the vacancy asks
-   for (``have / need``, capped at 1, mapped to −1…1); no dates or no stated years is unknown
-   (0).
-3. **Skills**: term evidence for the vacancy over the whole resume — BM25 over the pool, the
-   mandatory requirements counted twice, ``log1p`` to tame its long tail.
+   (the bundled e5; the closer of the two), *standardised within the pool* (a z-score): e5 puts
+   every "X Developer" within a few hundredths of each other, so only the candidate's standing
+   in the pool says who is closest. No title, or a title with no dated work under it, is
+   doubt, not a middle: ``DOUBT`` standard deviations below the pool's mean at best.
+2. **Level**: the years of the resume's dated positions against the years the vacancy asks for
+   (``have / need``, capped at 1, mapped to −1…1). No dated work is doubt (−1).
+3. **Skills**: the share of the vacancy's requirements the resume states (0…1, mapped to −1…1):
+   for each requirement the best of its alternatives ("Python or Java"), each key term weighted
+   by its rarity in the pool (idf), each requirement by its mandatory flag and the rarity of its
+   terms (a requirement every resume meets tells nobody apart). A term counts once however often
+   it is written, in full when a sentence of dated work states it and half when only a list,
+   a headline or a summary does; a line that speaks to the reader ("you") counts for nothing.
+   The share is absolute, not standardised: a pool where nobody states the requirements does
+   not make anyone's thin evidence look strong.
 
-**Overall** is the weighted sum of the three z-scores (``WEIGHTS``: role > level > skills, the rubric's
-order, so where the role is read a candidate in the vacancy's trade outranks another trade's
-richer stack; where it is unknown the order rests on the text evidence), shown on 0–100 through
-the normal CDF. The checklist gives every requirement a status backed by a verbatim quote
-(≤ 200 characters) from any line of the resume, the first included; "A or B" is met by either.
+**Overall** is the weighted sum (``WEIGHTS``), shown on 0–100 as ``50 + 50·tanh(x/2)``: the
+scale keeps the top of a pool apart instead of piling it up at 99–100. The checklist gives every
+requirement a status backed by a verbatim quote held to `hltm.judge.evidence`: a years
+requirement is met by the dated positions in its line of work (each quoted as its title with its
+date range) whose months add up to the years; another requirement by a line that states at least
+half of its key terms ("A or B" by either).
 
-The pool: `prepare_pool` reads a vacancy's pool once (BM25 over the pool, title similarities in
-one e5 batch) and keeps its statistics for `judge_offline`, which the LLM task interface calls
-per pair. A pair judged without its pool is a pool of one: every standardised score is 0 (50
-on the 0–100 scale); the checklist is the same either way. A score is relative to the pool it
+The pool: `prepare_pool` reads a vacancy's pool once (term rarity over the pool, title
+similarities in one e5 batch) and keeps its statistics for `judge_offline`, which the LLM task
+interface calls per pair. A pair judged without its pool is a pool of one: its role reads 0
+standard deviations; the checklist is the same either way. A score is relative to the pool it
 was judged in, and the score cache keeps it until the vacancy or the resume changes.
 """
 
@@ -43,29 +49,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from hltm.embeddings import prefetch_texts, similarities
+from hltm.judge.evidence import (
+    FRAGMENT_SEPARATOR,
+    MET_SHARE,
+    addresses_reader,
+    alternatives,
+    required_years,
+    substance,
+    term_share,
+)
 from hltm.judge.formal import is_formal
 from hltm.judge.lexicon import CEFR, LANGUAGE_NAMES, NATIVE_WORDS
-from hltm.judge.offline.resume import Line, ParsedResume, parse_as_of, parse_resume
-from hltm.judge.pools import BM25Index
 from hltm.judge.quotes import MAX_QUOTE_CHARS
-from hltm.judge.text import key_terms, stem, tokenize
+from hltm.judge.resume import Line, ParsedResume, Position, merged_months, parse_as_of, parse_resume
+from hltm.judge.text import STOPWORDS, key_terms, stem, tokenize
 
-__all__ = ["WEIGHTS", "judge_offline", "key_terms", "prepare_pool"]
+__all__ = ["DOUBT", "WEIGHTS", "judge_offline", "key_terms", "prepare_pool"]
 
-# The rubric's order of importance: role, then level, then skills (weights on z-scores).
-WEIGHTS = {"role": 0.45, "level": 0.30, "skills": 0.25}
-
-_YEARS_RE = re.compile(
-    r"(?:(?:at least|minimum(?: of)?|min\.?|over|more than|не менее|минимум|от|более)\s+)?"
-    r"(?P<n>\d{1,2})(?:[.,]\d)?\s*\+?\s*(?:-|–|to)?\s*(?:\d{1,2}\s*)?\+?\s*"
-    r"(?:years?|yrs?|лет|года?|г\.)(?!\w)",
-    re.IGNORECASE,
-)
+# Role in pool standard deviations; level and skills on −1…1 (skills spread over a few tenths of
+# that scale, so its weight is the larger number).
+WEIGHTS = {"role": 0.45, "level": 0.30, "skills": 0.75}
+DOUBT = -1.0  # where there is no evidence: no title, no dated work
+# Where a term is stated: a sentence of dated work, a list in dated work, anything else.
+IN_WORK, LISTED_IN_WORK, ELSEWHERE = 1.0, 0.75, 0.5
+_LIST_ITEM_WORDS = 3  # a list: short items between separators
+_SENTENCE_WORDS = 5
+_SEPARATORS_RE = re.compile(r"[,;|•·+]")
 _CEFR_RE = re.compile(r"(?<![\w])([abcавс][12])(?![\w])", re.IGNORECASE)
 _CYR_TO_LAT = str.maketrans({"а": "a", "в": "b", "с": "c", "А": "a", "В": "b", "С": "c"})
-# "A or B", "A, B или C", "A/B": the items a requirement offers as alternatives
-_OR_RE = re.compile(r"\s(?:or|или|либо)\s|/", re.IGNORECASE)
-_ITEM_SPLIT_RE = re.compile(r"\s(?:or|или|либо)\s|/|,|;|\(|\)", re.IGNORECASE)
+_HEADER_FRAGMENT_CHARS = 120  # a title and its dates quoted as one fragment up to this length
+_WORK_CHARS = 70  # a line of work quoted beside a position's title and dates
+_PARTIAL_SHARE = 1 / 3  # of a requirement's key terms the resume must state to be partial
 
 
 # ------------------------------------------------------------------------------ reading
@@ -75,13 +89,16 @@ _ITEM_SPLIT_RE = re.compile(r"\s(?:or|или|либо)\s|/|,|;|\(|\)", re.IGNORE
 class _IndexedLine:
     line: Line
     tokens: frozenset[str]
+    weight: float  # IN_WORK, LISTED_IN_WORK or ELSEWHERE
 
 
 @dataclass(frozen=True)
 class _ResumeView:
     parsed: ParsedResume
-    lines: list[_IndexedLine]  # every non-blank line, the first one included
+    lines: list[_IndexedLine]  # every line that may be evidence, the first one included
     role_titles: list[str]  # the first title it states (headline) and its latest position's
+    terms: dict[str, float]  # stemmed term → the weight of the best line stating it
+    works: bool  # dated positions, or at least a sentence of what the person did
 
 
 _VIEW_CACHE: OrderedDict[str, _ResumeView] = OrderedDict()
@@ -93,6 +110,25 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
+_NOT_WORK = frozenset({"education", "skills", "languages"})
+
+
+def _is_sentence(text: str) -> bool:
+    return len(text.split()) >= _SENTENCE_WORDS and not _lists_terms(text)
+
+
+def _lists_terms(text: str) -> bool:
+    """A line that only lists terms: short items between separators, or words with no function
+    word among them ("Senior Accountant general ledger CPA …")."""
+    words = text.split()
+    items = len(_SEPARATORS_RE.findall(text)) + 1
+    if items > 2 and len(words) / items <= _LIST_ITEM_WORDS:
+        return True
+    return len(words) > _LIST_ITEM_WORDS and not any(
+        w.lower().strip(".,;:()") in STOPWORDS for w in words
+    )
+
+
 def _view(resume: dict[str, Any]) -> _ResumeView:
     text = resume.get("text") or ""
     headline = (resume.get("headline") or "").strip()
@@ -102,15 +138,27 @@ def _view(resume: dict[str, Any]) -> _ResumeView:
     if got is not None:
         return got
     parsed = parse_resume(text, parse_as_of(resume.get("as_of")))
-    lines = [
-        _IndexedLine(ln, frozenset(stem(t) for t in tokenize(ln.text)))
-        for ln in parsed.lines
-        if ln.text.strip() and ln.kind != "section"
-    ]
+    lines = []
+    for ln in parsed.lines:
+        if not ln.text.strip() or ln.kind == "section" or addresses_reader(ln.text):
+            continue
+        tokens = frozenset(stem(t) for t in tokenize(ln.text))
+        if tokens:
+            weight = ELSEWHERE
+            if ln.kind == "body":
+                weight = LISTED_IN_WORK if _lists_terms(ln.text) else IN_WORK
+            lines.append(_IndexedLine(ln, tokens, weight))
+    terms: dict[str, float] = {}
+    for li in lines:
+        for t in li.tokens:
+            terms[t] = max(terms.get(t, 0.0), li.weight)
     first = headline or (parsed.titles[0].text if parsed.titles else None)
     latest = parsed.positions[0].title if parsed.positions else None
     role_titles = list(dict.fromkeys(t for t in (first, latest) if t))
-    view = _ResumeView(parsed, [li for li in lines if li.tokens], role_titles)
+    works = bool(parsed.positions) or any(
+        li.line.section not in _NOT_WORK and _is_sentence(li.line.text) for li in lines
+    )
+    view = _ResumeView(parsed, lines, role_titles, terms, works)
     with _LOCK:
         _VIEW_CACHE[key] = view
         if len(_VIEW_CACHE) > _CACHE_SIZE:
@@ -124,17 +172,6 @@ def _requirements(vacancy: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _vacancy_key(vacancy: dict[str, Any]) -> str:
     return _digest(vacancy.get("title"), vacancy.get("text"), vacancy.get("requirements"))
-
-
-def _term_query(vacancy: dict[str, Any]) -> str:
-    """What the term evidence looks for: the title and every requirement, the mandatory ones
-    twice (a must weighs more than a nice-to-have)."""
-    reqs = _requirements(vacancy)
-    parts = [vacancy.get("title") or ""]
-    parts += [r["text"] for r in reqs for _ in range(2 if r.get("mandatory") else 1)]
-    if not reqs:
-        parts.append(vacancy.get("text") or "")
-    return "\n".join(parts)
 
 
 # ------------------------------------------------------------------------------ the pool
@@ -161,18 +198,33 @@ class _Standard:
 
 @dataclass(frozen=True)
 class _PoolEvidence:
-    """Raw evidence of every resume in a vacancy's pool (by resume text digest) and its spread."""
+    """What the pool says about each resume (by resume text digest): its title's similarity to
+    the vacancy's (only resumes whose title could be read), and the rarity of each term."""
 
-    term: dict[str, float]
-    role: dict[str, float]  # only resumes whose title could be read
+    role: dict[str, float]
+    idf: dict[str, float]  # stemmed term → log(1 + pool / (1 + resumes stating it))
+    size: int
+    script: dict[str, str]  # the alphabet each resume's titles are written in
 
-    @property
-    def term_standard(self) -> _Standard:
-        return _Standard.of(list(self.term.values()))
+    def role_z(self, key: str) -> float:
+        """A title's similarity in standard deviations from the pool's mean — among the titles
+        written in the same alphabet when there are enough of them: e5 scores a title in
+        another language than the vacancy's a few hundredths lower across the board."""
+        same = [s for k, s in self.role.items() if self.script.get(k) == self.script.get(key)]
+        values = same if SPLIT_SCRIPTS and len(same) >= _MIN_GROUP else list(self.role.values())
+        return _Standard.of(values).z(self.role[key])
 
-    @property
-    def role_standard(self) -> _Standard:
-        return _Standard.of(list(self.role.values()))
+    def rarity(self, term: str) -> float:
+        return self.idf.get(term, math.log(1 + self.size))
+
+
+SPLIT_SCRIPTS = True
+_MIN_GROUP = 5
+_CYRILLIC_RE = re.compile("[а-яё]", re.IGNORECASE)
+
+
+def _script(text: str) -> str:
+    return "cyrillic" if _CYRILLIC_RE.search(text) else "latin"
 
 
 _POOLS: OrderedDict[str, _PoolEvidence] = OrderedDict()
@@ -186,19 +238,22 @@ def _role_similarity(vacancy_title: str, view: _ResumeView) -> float | None:
 
 
 def prepare_pool(vacancy: dict[str, Any], resumes: Sequence[dict[str, Any]]) -> None:
-    """Read a vacancy's pool once: the term evidence of every resume (BM25 over the pool) and
-    the meaning of their titles (one e5 batch). `judge_offline` then places each candidate
-    within this pool."""
+    """Read a vacancy's pool once: the rarity of every term over the pool and the meaning of
+    the resumes' titles (one e5 batch). `judge_offline` then places each candidate within this
+    pool."""
     views = {_digest(r.get("text") or ""): _view(r) for r in resumes}
-    keys = list(views)
     title = vacancy.get("title") or ""
     prefetch_texts([title, *(t for v in views.values() for t in v.role_titles)])
-    index = BM25Index().build(keys, [v.parsed.text for v in views.values()])
-    scores = index.scores(_term_query(vacancy)).tolist()
-    term = {k: math.log1p(score) for k, score in zip(keys, scores, strict=True)}
+    stated: dict[str, int] = {}
+    for view in views.values():
+        for term in view.terms:
+            stated[term] = stated.get(term, 0) + 1
+    size = len(views)
+    idf = {t: math.log(1 + size / (1 + n)) for t, n in stated.items()}
     role = {k: sim for k, v in views.items() if (sim := _role_similarity(title, v)) is not None}
+    script = {k: _script(" ".join(v.role_titles)) for k, v in views.items()}
     with _LOCK:
-        _POOLS[_vacancy_key(vacancy)] = _PoolEvidence(term, role)
+        _POOLS[_vacancy_key(vacancy)] = _PoolEvidence(role, idf, size, script)
         _POOLS.move_to_end(_vacancy_key(vacancy))
         if len(_POOLS) > _POOL_CACHE_SIZE:
             _POOLS.popitem(last=False)
@@ -215,18 +270,28 @@ def _scale(z: float) -> int:
     return _clamp(50 * (1 + math.erf(z / math.sqrt(2))))
 
 
+def _clamp(x: float) -> int:
+    return int(max(0, min(100, round(x))))
+
+
 # ------------------------------------------------------------------------------ quotes
 
 
-def _quote(text: str, start: int, end: int, focus: tuple[int, int] | None = None) -> str:
-    """A verbatim span ``text[start:end]`` of at most MAX_QUOTE_CHARS, cut at word boundaries
-    around ``focus`` when the span is too long."""
-    if end - start <= MAX_QUOTE_CHARS:
+def _quote(
+    text: str,
+    start: int,
+    end: int,
+    focus: tuple[int, int] | None = None,
+    limit: int = MAX_QUOTE_CHARS,
+) -> str:
+    """A verbatim span ``text[start:end]`` of at most ``limit`` characters, cut at word
+    boundaries around ``focus`` when the span is too long."""
+    if end - start <= limit:
         return text[start:end]
     f_start, f_end = focus if focus else (start, start)
-    lo = max(start, min(f_start, f_end - MAX_QUOTE_CHARS // 2) - 40)
-    hi = min(end, lo + MAX_QUOTE_CHARS)
-    lo = max(start, hi - MAX_QUOTE_CHARS)
+    lo = max(start, min(f_start, f_end - limit // 2) - limit // 5)
+    hi = min(end, lo + limit)
+    lo = max(start, hi - limit)
     if lo > start:
         space = text.find(" ", lo, hi)
         lo = space + 1 if space != -1 else lo
@@ -236,7 +301,9 @@ def _quote(text: str, start: int, end: int, focus: tuple[int, int] | None = None
     return text[lo:hi].strip()
 
 
-def _line_quote(view: _ResumeView, ln: Line, words: Sequence[str] = ()) -> str:
+def _line_quote(
+    view: _ResumeView, ln: Line, words: Sequence[str] = (), limit: int = MAX_QUOTE_CHARS
+) -> str:
     text = view.parsed.text
     start, end = ln.content_span()
     focus = None
@@ -246,7 +313,17 @@ def _line_quote(view: _ResumeView, ln: Line, words: Sequence[str] = ()) -> str:
         if i >= 0:
             focus = (start + i, start + i + len(word))
             break
-    return _quote(text, start, end, focus)
+    return _quote(text, start, end, focus, limit)
+
+
+def _position_quote(text: str, pos: Position) -> str:
+    """A position as evidence of dated work: its title with its date range."""
+    (t0, t1), (d0, d1) = pos.title_span, pos.dates_span
+    start, end = min(t0, d0), max(t1, d1)
+    if end - start <= _HEADER_FRAGMENT_CHARS:
+        return text[start:end].strip()
+    first, second = sorted(((t0, t1), (d0, d1)))
+    return text[first[0] : first[1]].strip() + FRAGMENT_SEPARATOR + text[second[0] : second[1]]
 
 
 # -------------------------------------------------------------------------- requirement checks
@@ -263,51 +340,39 @@ class Check:
     note: str
 
 
-def _alternatives(requirement: str) -> list[list[str]]:
-    """The key-term sets a requirement accepts: one set, or — when it offers alternatives
-    ("Python or Java", "AWS, GCP или Azure") — one per item."""
-    whole = key_terms(requirement)
-    if not _OR_RE.search(requirement):
-        return [whole] if whole else []
-    items = [key_terms(part) for part in _ITEM_SPLIT_RE.split(requirement)]
-    return [item for item in items if item] or ([whole] if whole else [])
-
-
-def _best_line(view: _ResumeView, terms: list[str]) -> tuple[float, float, _IndexedLine | None]:
-    """(coverage of ``terms`` over the whole resume, over its best line, that line)."""
+def _best_line(view: _ResumeView, terms: list[str]) -> tuple[float, _IndexedLine | None]:
+    """(share of ``terms`` stated by the best line, that line): most terms, then a sentence of
+    work over a list, then the shorter line."""
     wanted = set(terms)
-    found: set[str] = set()
-    best: tuple[float, int, _IndexedLine | None] = (0.0, 0, None)
+    best: tuple[tuple[float, float, int], _IndexedLine | None] = ((0.0, 0.0, 0), None)
     for li in view.lines:
         hit = wanted & li.tokens
-        if not hit:
-            continue
-        found |= hit
-        key = (len(hit) / len(wanted), -len(li.line.text))
-        if best[2] is None or key > best[:2]:
-            best = (key[0], key[1], li)
-    return len(found) / len(wanted), best[0], best[2]
+        if hit:
+            key = (len(hit) / len(wanted), li.weight, -len(li.line.text))
+            if best[1] is None or key > best[0]:
+                best = (key, li)
+    return best[0][0], best[1]
 
 
 def _check_skill(view: _ResumeView, req: dict[str, Any]) -> Check:
     rid, text, mandatory = str(req.get("id") or ""), req["text"], bool(req.get("mandatory"))
-    options = _alternatives(text)
+    options = alternatives(text)
     if not options:
-        return Check(rid, text, mandatory, "skill", "partial", None, "no concrete terms")
-    scored = [(_best_line(view, terms), terms) for terms in options]
-    (whole, line_cov, li), terms = max(scored, key=lambda s: (s[0][0], s[0][1]))
+        return Check(rid, text, mandatory, "skill", "not_found", None, "no concrete terms")
+    (share, li), terms = max(((_best_line(view, t), t) for t in options), key=lambda s: s[0][0])
     if li is None:
         return Check(rid, text, mandatory, "skill", "not_found", None, "not mentioned")
     # met: one line states at least half of what is asked (the quote shows it); partial: the
-    # resume states a third of it somewhere
-    if line_cov >= 0.5:
+    # resume states a third of it, the quote the line stating most
+    stated = sum(t in view.terms for t in terms) / len(terms)
+    if share >= MET_SHARE:
         status = "met"
-    elif whole >= 1 / 3:
+    elif stated >= _PARTIAL_SHARE:
         status = "partial"
     else:
-        status = "not_found"
+        return Check(rid, text, mandatory, "skill", "not_found", None, "barely mentioned")
     quote = _line_quote(view, li.line, _surface(li.line.text, terms))
-    note = f"{round(whole * len(terms))}/{len(terms)} terms"
+    note = f"{round(share * len(terms))}/{len(terms)} terms in one line"
     return Check(rid, text, mandatory, "skill", status, quote, note)
 
 
@@ -321,22 +386,46 @@ def _years(view: _ResumeView) -> float | None:
     return months / 12.0 if view.parsed.positions else None
 
 
+def _evidence_of(view: _ResumeView, pos: Position, about: str) -> str | None:
+    """The quote that shows a position as dated work in the line ``about`` names: its title with
+    its date range, and the line of its work that names the line when the title does not;
+    None when neither names it."""
+    header = _position_quote(view.parsed.text, pos)
+    if not alternatives(about) or term_share(about, pos.title):
+        return header
+    for ln in pos.body:
+        if term_share(about, ln.text) and not addresses_reader(ln.text):
+            terms = [t for ts in alternatives(about) for t in ts]
+            said = _line_quote(view, ln, _surface(ln.text, terms), _WORK_CHARS)
+            return header + FRAGMENT_SEPARATOR + said
+    return None
+
+
 def _check_years(view: _ResumeView, req: dict[str, Any], need: float) -> Check:
     rid, text, mandatory = str(req.get("id") or ""), req["text"], bool(req.get("mandatory"))
-    have = _years(view)
-    if have is None:
-        return Check(rid, text, mandatory, "years", "not_found", None, "no dated positions")
-    pos = view.parsed.positions[0]
-    quote = _quote(view.parsed.text, *pos.line.content_span(), pos.title_span)
-    if have >= need:
-        status = "met"
-    elif have >= need / 2:
-        status = "partial"
-    else:
-        status = "not_found"
+    about = substance(text)
+    relevant = [(p, q) for p in view.parsed.positions if (q := _evidence_of(view, p, about))]
+    if not relevant:
+        note = "no dated positions" if not view.parsed.positions else "no dated work in this line"
+        return Check(rid, text, mandatory, "years", "not_found", None, note)
+    have = merged_months([(p.start, p.end) for p, _ in relevant]) / 12.0
+    # the quote: the positions, latest first, until their months reach the years asked
+    shown: list[Position] = []
+    fragments: list[str] = []
+    for pos, fragment in relevant:
+        if len(FRAGMENT_SEPARATOR.join([*fragments, fragment])) > MAX_QUOTE_CHARS:
+            break
+        shown.append(pos)
+        fragments.append(fragment)
+        if merged_months([(p.start, p.end) for p in shown]) / 12.0 >= need:
+            break
+    if not fragments:
+        return Check(rid, text, mandatory, "years", "not_found", None, "no quotable position")
+    quoted = merged_months([(p.start, p.end) for p in shown]) / 12.0
+    status = "met" if quoted >= need else "partial"
     return Check(
-        rid, text, mandatory, "years", status, quote if status != "not_found" else None,
-        f"{have:.1f} of {need:g} years in dated positions",
+        rid, text, mandatory, "years", status, FRAGMENT_SEPARATOR.join(fragments),
+        f"{have:.1f} of {need:g} years in dated positions in this line of work",
     )  # fmt: skip
 
 
@@ -378,9 +467,9 @@ def _language_of(requirement: str) -> tuple[str, ...] | None:
 
 def check_requirement(view: _ResumeView, req: dict[str, Any]) -> Check:
     text = req["text"]
-    years = _YEARS_RE.search(text)
-    if years:
-        return _check_years(view, req, float(years.group("n")))
+    need = required_years(text)
+    if need is not None:
+        return _check_years(view, req, need)
     names = _language_of(text)
     if names and (_cefr(text) is not None or len(key_terms(text)) <= 2):
         return _check_language(view, req, names)
@@ -390,16 +479,34 @@ def check_requirement(view: _ResumeView, req: dict[str, Any]) -> Check:
 # ---------------------------------------------------------------------------------- the verdict
 
 
-def _required_years(vacancy: dict[str, Any]) -> float | None:
+def _vacancy_years(vacancy: dict[str, Any]) -> float | None:
     for text in [r["text"] for r in _requirements(vacancy)] + [vacancy.get("text") or ""]:
-        m = _YEARS_RE.search(text)
-        if m:
-            return float(m.group("n"))
+        need = required_years(text)
+        if need is not None:
+            return need
     return None
 
 
-def _clamp(x: float) -> int:
-    return int(max(0, min(100, round(x))))
+def _coverage(view: _ResumeView, vacancy: dict[str, Any], pool: _PoolEvidence) -> float:
+    """The share (0…1) of the vacancy's requirements the resume states, see the module
+    docstring; years are the level's evidence, not counted here."""
+    total = covered = 0.0
+    for req in _requirements(vacancy):
+        if required_years(req["text"]) is not None:
+            continue
+        options = alternatives(req["text"])
+        if not options:
+            continue
+        best = 0.0
+        for terms in options:
+            weights = [pool.rarity(t) for t in terms]
+            stated = sum(w * view.terms.get(t, 0.0) for t, w in zip(terms, weights, strict=True))
+            best = max(best, stated / sum(weights))
+        rarity = sum(pool.rarity(t) for terms in options for t in terms)
+        weight = (2.0 if req.get("mandatory") else 1.0) * rarity / sum(map(len, options))
+        total += weight
+        covered += weight * best
+    return covered / total if total else 0.0
 
 
 def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
@@ -410,58 +517,64 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
     key = _digest(resume.get("text") or "")
     with _LOCK:
         pool = _POOLS.get(_vacancy_key(vacancy))
-    if pool is None or key not in pool.term:  # judged alone: a pool of one
-        pool = _PoolEvidence({key: 0.0}, {})
+    if pool is None or (key not in pool.role and view.role_titles):  # judged alone: its own
+        # title is the pool's mean (z = 0), whatever its similarity
+        pool = _PoolEvidence({key: 0.0} if view.role_titles else {}, {}, 1, {})
 
     # 1) role: the resume's own title against the vacancy's, standardised within the pool
     own_role = pool.role.get(key)
+    actual = view.role_titles[0] if view.role_titles else "unclear (no job title found)"
     if own_role is None:
-        z_role = 0.0
-        role_line = "no job title could be read: the role is unknown (no evidence either way)"
+        z_role = DOUBT
+        role_line = "no job title could be read: no evidence of the role (doubt)"
     else:
-        z_role = pool.role_standard.z(own_role)
+        z_role = pool.role_z(key)
         role_line = (
             f"'{' / '.join(view.role_titles)}' reads {abs(z_role):.1f} standard deviations"
             f" {'closer to' if z_role >= 0 else 'further from'} '{title}' than the pool's"
             " average title"
         )
-    actual = view.role_titles[0] if view.role_titles else "unclear (no job title found)"
+        if not view.works:
+            z_role = min(z_role, 0.0) + DOUBT
+            role_line += "; nothing under the title: no dated work, no sentence of work (doubt)"
 
     # 2) requirements, for the record and the skills line
     checks = [check_requirement(view, r) for r in _requirements(vacancy)]
 
     # 3) level: dated experience against the years asked for
-    need, have = _required_years(vacancy), _years(view)
-    if need is None or have is None:
-        z_level = 0.0
-        level_line = (
-            "the vacancy states no years" if need is None else "no dated positions to count"
-        ) + ": level unknown"
+    need, have = _vacancy_years(vacancy), _years(view)
+    if have is None:
+        level = DOUBT
+        level_line = "no dated positions: no evidence of the level (doubt)"
+    elif need is None:
+        level = 0.0
+        level_line = f"{have:.1f} years in dated positions; the vacancy states no years"
     else:
-        z_level = 2 * (min(1.0, have / need) if need > 0 else 1.0) - 1
+        level = 2 * (min(1.0, have / need) if need > 0 else 1.0) - 1
         level_line = f"{have:.1f} years in dated positions; the vacancy asks for {need:g}"
 
-    # 4) skills: term evidence standardised within the pool
-    z_skills = pool.term_standard.z(pool.term[key])
+    # 4) skills: the share of the requirements the resume states
+    share = _coverage(view, vacancy, pool)
     mand = [c for c in checks if c.mandatory]
     met = sum(1 for c in mand if c.status == "met")
     skills_line = (
-        f"term evidence {z_skills:+.1f} standard deviations from the pool's mean;"
-        f" {met}/{len(mand)} mandatory requirements met"
+        f"states {share:.0%} of what the requirements ask (rare terms and sentences of dated"
+        f" work weigh more); {met}/{len(mand)} mandatory requirements met"
     )
     experience_line = f"{have:.1f} years in dated positions" if have is not None else "no dates"
 
-    z = {"role": z_role, "level": z_level, "skills": z_skills}
-    # a weighted sum of standardised scores, itself standardised (unit spread if independent)
-    norm = math.sqrt(sum(w * w for w in WEIGHTS.values()))
-    overall = sum(WEIGHTS[name] * value for name, value in z.items()) / norm
-    overall_line = ", ".join(f"{name} {value:+.2f}" for name, value in z.items()) + " (z-scores)"
+    evidence = {"role": z_role, "level": level, "skills": 2 * share - 1}
+    x = sum(WEIGHTS[name] * value for name, value in evidence.items())
+    overall_line = (
+        f"role {z_role:+.2f} (pool standard deviations), level {level:+.2f}, skills"
+        f" {2 * share - 1:+.2f} (−1…1); weighted sum {x:+.2f}"
+    )
     return {
         "actual_role": actual,
         "role": {"score": _scale(z_role), "explanation": role_line},
-        "level": {"score": _scale(z_level), "explanation": level_line},
-        "skills": {"score": _scale(z_skills), "explanation": skills_line},
-        "experience": {"score": _scale(z_level), "explanation": experience_line},
+        "level": {"score": _clamp(50 + 50 * level), "explanation": level_line},
+        "skills": {"score": _clamp(100 * share), "explanation": skills_line},
+        "experience": {"score": _clamp(50 + 50 * level), "explanation": experience_line},
         "checklist": [
             {
                 "requirement_id": c.requirement_id,
@@ -472,5 +585,5 @@ def judge_offline(payload: dict[str, Any]) -> dict[str, Any]:
             }
             for c in checks
         ],
-        "overall": {"score": _scale(overall), "explanation": overall_line},
+        "overall": {"score": _clamp(50 + 50 * math.tanh(x / 2)), "explanation": overall_line},
     }
