@@ -125,16 +125,21 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 @click.option(
     "--rejudge-failed",
     is_flag=True,
-    help="Also judge again the cached evaluations that lost a mandatory quote to validation"
-    " (clears a quote gate blocked by a bad spell of the model).",
+    help="Also judge again the cached evaluations that failed the evidence check (a mandatory"
+    " quote lost to validation, requirements left out, a mandatory 'met' without a quote) and,"
+    " when the quote gate has no mandatory quote to measure, those that quoted none (clears a"
+    " gate blocked by a bad spell of the model).",
 )
 def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_failed: bool) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
     totals = run_judge(list(vacancies), budget, workers, rejudge_failed)
     held = totals.pop("held_reasons", {})
+    blocked = totals.pop("blocked_reasons", {})
     click.echo(", ".join(f"{k} {v}" for k, v in totals.items()))
     for vid, reason in sorted(held.items()):
         click.secho(f"{vid}: ranking held, {reason}", fg="yellow")
+    for vid, reason in sorted(blocked.items()):
+        click.secho(f"{vid}: ranking not published, {reason}", fg="red")
 
 
 @judge.command()
@@ -290,7 +295,8 @@ def evaluate(
     realdata: Path | None,
     json_out: Path | None,
 ) -> None:
-    """Cosine / BM25 / RRF / union + judge on the golden sets, closed set and live pool."""
+    """Cosine / BM25 / RRF / union + judge on the golden sets, closed set and live pool, and what
+    the "met" items of the judge's top 10s quote."""
     from hltm.embeddings import make_embedder
     from hltm.evaluation.judge.golden_eval import evaluate_golden, save_report
     from hltm.llm import make_llm
@@ -313,6 +319,8 @@ def evaluate(
             click.echo(report.per_vacancy_table())
         click.echo("")
         click.echo(report.checklist_table())
+        click.echo("")
+        click.echo(report.evidence_table())
         click.echo("")
     for name, report in reports.items():
         click.echo(_summary_line(name, report))

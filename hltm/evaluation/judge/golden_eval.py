@@ -22,16 +22,20 @@ from hltm.evaluation.judge.golden import (
 )
 from hltm.evaluation.judge.metrics import PrecisionResult, overall_fit_recall, overall_precision
 from hltm.judge.candidates import K_BM25, K_VECTOR, QueryVectors
+from hltm.judge.data import Resume
+from hltm.judge.evidence import MET_SHARE, quoted_years, required_years, support, term_share
 from hltm.judge.gate import GateDecision, gate_from_counts
 from hltm.judge.journal import rank_pool
 from hltm.judge.pipeline import Budget, JudgeConfig, cached_scores, judge_config, judge_pool
 from hltm.judge.pools import rrf, union_pool
 from hltm.judge.quotes import sum_counts
+from hltm.judge.resume import present_month
 from hltm.judge.tasks import build_payload
 from hltm.llm import LLM, LLMUsage
 
 __all__ = [
     "GoldenReport",
+    "evidence_counts",
     "RelevanceMeasure",
     "evaluate_golden",
     "measure_relevance",
@@ -62,6 +66,8 @@ class GoldenReport:
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     # label (fit | borderline | miss) → checklist status → items, over the judged closed set
     checklist: dict[str, dict[str, int]] = field(default_factory=dict)
+    # what the "met" items of the live top 10s quote (`evidence_counts`)
+    evidence: dict[str, int] = field(default_factory=dict)
 
     def value(self, setting: str, method: str, soft: bool = False) -> float:
         return self.precision[(setting, method, "soft" if soft else "strict")].value
@@ -83,7 +89,31 @@ class GoldenReport:
             "gate": {"passed": self.gate.passed, "rate": round(self.gate.rate, 4)},
             "pins": self.pins,
             "checklist": self.checklist,
+            "evidence": self.evidence,
         }
+
+    def evidence_table(self) -> str:
+        """What the top 10s show a recruiter: "met" years requirements whose quote holds dated
+        work, other "met" items whose quote bears on the requirement."""
+        e = self.evidence
+
+        def share(part: str, whole: str) -> str:
+            return (
+                f"{e.get(part, 0) / e[whole]:.1%} ({e.get(part, 0)}/{e[whole]})"
+                if e.get(whole)
+                else "–"
+            )
+
+        return "\n".join(
+            [
+                "| in the live top 10s | share |",
+                "|---|---|",
+                f'| "met" years requirements whose quote holds a date range | {share("years_dated", "years_met")} |',
+                f"| … or states the years | {share('years_backed', 'years_met')} |",
+                f'| other "met" items whose quote bears on the requirement | {share("other_bearing", "other_met")} |',
+                f"| … and states at least half of its key terms | {share('other_terms', 'other_met')} |",
+            ]
+        )
 
     def checklist_table(self) -> str:
         """Checklist statuses by label: fits should read mostly "met", misses mostly not."""
@@ -177,6 +207,7 @@ def evaluate_golden(
     judged = cached = failed = 0
     usage = LLMUsage()
     counts = []
+    evidence: list[dict[str, int]] = []
     invisible = rescued = rrf_rescued = 0
     checklist: dict[str, dict[str, int]] = {label: {} for label in ("fit", "borderline", "miss")}
     for v in vacancies:
@@ -230,6 +261,8 @@ def evaluate_golden(
         rankings.setdefault(("live", "bm25"), {})[vid] = labelled_in(pools["bm25"][vid], lab)
         rankings.setdefault(("live", "rrf"), {})[vid] = labelled_in(fused_live, lab)
         rankings.setdefault(("live", "union+judge"), {})[vid] = by_overall(labelled_in(union, lab))
+        top = [by_id[r] for r in rankings[("live", "union+judge")][vid][:K]]
+        evidence.append(evidence_counts(top, scores))
 
     precision = {}
     for (setting, method), ranked in rankings.items():
@@ -252,8 +285,42 @@ def evaluate_golden(
         rescued_fits=rescued, rrf_rescued=rrf_rescued, judged=judged, cached=cached,
         failed=failed, usage=usage, gate=gate_from_counts(sum_counts(counts)),
         pins=gs.pins, vacancies=[v.vacancy_id for v in vacancies], spread=spread,
-        checklist=checklist,
+        checklist=checklist, evidence={k: sum(e[k] for e in evidence) for k in evidence[0]} if evidence else {},
     )  # fmt: skip
+
+
+def evidence_counts(
+    top: Sequence[Resume], scores: Mapping[str, Mapping[str, Any]]
+) -> dict[str, int]:
+    """Over the "met" items of a top: years requirements (``years_met``) whose quote holds a
+    date range (``years_dated``) or at least states years (``years_backed``), and the other
+    items (``other_met``) whose quote bears on the requirement (``other_bearing``: a shared key
+    term or, by meaning, nearer it than any other requirement) and states at least half of its
+    key terms (``other_terms``). Checked by `hltm.judge.evidence`, whatever judged them."""
+    out = dict.fromkeys(
+        ("years_met", "years_dated", "years_backed", "other_met", "other_bearing", "other_terms"), 0
+    )
+    for resume in top:
+        row = scores.get(resume.resume_id)
+        checklist = json.loads(row["verdict"] or "{}").get("checklist", []) if row else []
+        present = present_month(resume.text, resume.as_of)
+        requirements = [str(item.get("requirement") or "") for item in checklist]
+        for item in checklist:
+            quote = str(item.get("quote") or "")
+            if item.get("status") != "met":
+                continue
+            requirement = str(item.get("requirement") or "")
+            if required_years(requirement) is not None:
+                dated, stated = quoted_years(quote, present)
+                out["years_met"] += 1
+                out["years_dated"] += int(dated > 0)
+                out["years_backed"] += int(dated > 0 or stated > 0)
+                continue
+            out["other_met"] += 1
+            backed = support(requirement, quote, present, others=requirements)
+            out["other_bearing"] += int(bool(quote) and backed.relevant)
+            out["other_terms"] += int(term_share(requirement, quote) >= MET_SHARE)
+    return out
 
 
 def _add(a: LLMUsage, b: LLMUsage) -> LLMUsage:
