@@ -359,12 +359,12 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
 def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
     """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
     from hltm.evaluation.judge.golden_eval import measure_relevance
-    from hltm.judge.quotes import RELEVANCE_THRESHOLD
+    from hltm.judge.evidence import RELEVANCE_THRESHOLD
 
     [(_, gs)] = _sets(which, realdata)
     result = measure_relevance(gs, per_vacancy=per_vacancy)
     click.echo(result.summary())
-    click.echo(f"in use: quotes.RELEVANCE_THRESHOLD = {RELEVANCE_THRESHOLD}")
+    click.echo(f"in use: evidence.RELEVANCE_THRESHOLD = {RELEVANCE_THRESHOLD}")
 
 
 @golden.command(name="freeze-real")

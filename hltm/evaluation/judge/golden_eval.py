@@ -374,19 +374,25 @@ def save_report(derived_db: Path | str, report: GoldenReport, run_id: str = "") 
 
 @dataclass(frozen=True)
 class RelevanceMeasure:
-    """Raw e5 cosines of requirement–quote pairs that share no key term, and the threshold."""
+    """The meaning test of `hltm.judge.evidence` on requirement–quote pairs: the raw e5 cosine
+    of each quote to its requirement, and whether that requirement is the nearest of its
+    vacancy's."""
 
-    supporting: list[float]  # the judge's own quote for the requirement, on fit pairs
-    foreign: list[float]  # a quote the judge cited for another vacancy's requirement
+    supporting: list[tuple[float, bool]]  # the judge's own quote for the requirement
+    foreign: list[tuple[float, bool]]  # a quote the judge cited for another vacancy
     threshold: float
-    accuracy: float  # balanced accuracy of the threshold on the two lists
+    accuracy: float  # balanced accuracy of "nearest and ≥ threshold" on the two lists
 
     def summary(self) -> str:
-        def q(values: list[float]) -> str:
+        def q(values: list[tuple[float, bool]]) -> str:
             if not values:
                 return "none"
-            p = np.percentile(values, [10, 50, 90])
-            return f"n={len(values)}, p10 {p[0]:.3f}, median {p[1]:.3f}, p90 {p[2]:.3f}"
+            p = np.percentile([s for s, _ in values], [10, 50, 90])
+            nearest = sum(n for _, n in values) / len(values)
+            return (
+                f"n={len(values)}, cosine p10 {p[0]:.3f}, median {p[1]:.3f}, p90 {p[2]:.3f};"
+                f" nearest to its requirement {nearest:.1%}"
+            )
 
         return (
             f"supporting quotes: {q(self.supporting)}\nforeign quotes: {q(self.foreign)}\n"
@@ -395,16 +401,18 @@ class RelevanceMeasure:
 
 
 def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> RelevanceMeasure:
-    """How `quotes.RELEVANCE_THRESHOLD` was chosen: the offline judge's quotes on up to
-    ``per_vacancy`` fit pairs per vacancy are *supporting* for their own requirement and
-    *foreign* for a requirement of another vacancy; only pairs sharing no key term count (the
-    others pass on terms); the threshold maximises balanced accuracy between the two."""
+    """How `evidence.RELEVANCE_THRESHOLD` is measured: the offline judge's "met" quotes on up
+    to ``per_vacancy`` fit pairs per vacancy are *supporting* for their own requirement and a
+    quote cited for another vacancy is *foreign* to it; a quote passes by meaning when its
+    requirement is the nearest of the vacancy's and at least the threshold, which is chosen to
+    maximise balanced accuracy between the two (key terms left aside: the test is the one a
+    paraphrase must pass)."""
     from hltm.embeddings import prefetch_texts, similarities
     from hltm.judge.offline.heuristic import judge_offline
-    from hltm.judge.quotes import shared_terms
 
     rng = random.Random(seed)
     by_id = gs.resume_by_id
+    requirements = {v.vacancy_id: [r.text for r in v.requirements] for v in gs.vacancies}
     cited: list[tuple[str, str, str]] = []  # (vacancy id, requirement, quote)
     for v in gs.vacancies:
         fits = sorted(r for r, label in gs.labels.get(v.vacancy_id, {}).items() if label == "fit")
@@ -413,21 +421,24 @@ def measure_relevance(gs: GoldenSet, per_vacancy: int = 5, seed: int = 0) -> Rel
             for item in verdict["checklist"]:
                 if item["quote"] and item["status"] == "met":
                     cited.append((v.vacancy_id, item["requirement"], item["quote"]))
-    pairs: list[tuple[bool, str, str]] = []
+    pairs: list[tuple[bool, str, str, str]] = []  # (own, vacancy id, requirement, quote)
     for vid, req, quote in cited:
-        pairs.append((True, req, quote))
+        pairs.append((True, vid, req, quote))
         others = [c for c in cited if c[0] != vid]
         if others:
-            pairs.append((False, req, rng.choice(others)[2]))
-    pairs = [p for p in pairs if shared_terms(p[1], p[2]) == 0]
-    prefetch_texts([t for _, req, quote in pairs for t in (req, quote)])
-    sims = [(ok, similarities(req, [quote])[0]) for ok, req, quote in pairs]
-    pos = [s for ok, s in sims if ok]
-    neg = [s for ok, s in sims if not ok]
+            pairs.append((False, vid, req, rng.choice(others)[2]))
+    prefetch_texts([t for _, vid, _, quote in pairs for t in (quote, *requirements[vid])])
+    scored: list[tuple[bool, float, bool]] = []
+    for own, vid, req, quote in pairs:
+        rest = [r for r in requirements[vid] if r != req]
+        sim, *other = similarities(quote, [req, *rest])
+        scored.append((own, sim, sim > max(other, default=-1.0)))
+    pos = [(s, n) for ok, s, n in scored if ok]
+    neg = [(s, n) for ok, s, n in scored if not ok]
     best = (0.0, 1.0)
-    for cut in sorted({round(s, 3) for _, s in sims}):
-        tpr = sum(s >= cut for s in pos) / len(pos) if pos else 0.0
-        tnr = sum(s < cut for s in neg) / len(neg) if neg else 0.0
+    for cut in sorted({round(s, 3) for _, s, _ in scored}):
+        tpr = sum(s >= cut and n for s, n in pos) / len(pos) if pos else 0.0
+        tnr = sum(not (s >= cut and n) for s, n in neg) / len(neg) if neg else 0.0
         if (tpr + tnr) / 2 > best[0]:
             best = ((tpr + tnr) / 2, cut)
     return RelevanceMeasure(pos, neg, best[1], best[0])
