@@ -305,7 +305,7 @@ def golden_evaluation(
         "per_vacancy": dg.MetadataValue.md(report.per_vacancy_table()),
     }
     for setting in ("closed", "live"):
-        for method in ("cosine", "union+judge"):
+        for method in ("cosine", "bm25", "rrf", "union+judge"):
             for soft in (False, True):
                 name = f"{setting}_{method.replace('+', '_')}_{'soft' if soft else 'strict'}_p10"
                 meta[name] = round(report.value(setting, method, soft), 4)

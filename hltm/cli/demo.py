@@ -178,8 +178,10 @@ def demo(seed: int, size: str) -> None:
             [
                 "golden set, union + judge (closed): strict P@10"
                 f" {golden['closed_union_judge_strict_p10'].value:.1%}, soft"
-                f" {golden['closed_union_judge_soft_p10'].value:.1%} (cosine strict"
-                f" {golden['closed_cosine_strict_p10'].value:.1%})",
+                f" {golden['closed_union_judge_soft_p10'].value:.1%} (strict: cosine"
+                f" {golden['closed_cosine_strict_p10'].value:.1%}, BM25"
+                f" {golden['closed_bm25_strict_p10'].value:.1%}, RRF"
+                f" {golden['closed_rrf_strict_p10'].value:.1%})",
                 f"memory evaluation on a bounded subset ({memory['questions'].value} questions, see"
                 f" `scope` in its metadata; full: `hltm eval memory`): {memory_f1}; HLTM leakage"
                 f" {memory['leakage/HLTM (subtree filter)/all/query_wise'].value:.1%} of queries",
