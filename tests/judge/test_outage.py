@@ -136,9 +136,7 @@ def test_the_quote_gate_opens_again_after_a_bad_spell_of_the_model(tmp_path: Pat
         server.wait_idle()
 
         server.reset_stats()
-        healthy = judge_pool(
-            db, llm, VACANCY, POOL, config=config, workers=3, rejudge_blocked=True
-        )
+        healthy = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3, rejudge_blocked=True)
         assert (healthy.evaluated, healthy.rejudged, server.stats.chat_requests) == (12, 6, 12)
         assert gate().passed and gate().rate == 1.0
         published = publish_ranking(db, VACANCY, POOL, config, gate())

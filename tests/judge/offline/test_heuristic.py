@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hltm.judge.offline.heuristic import judge_offline, key_terms, prepare_pool
-from hltm.judge.resume import month_index, parse_resume
 from hltm.judge.quotes import validate_quote
+from hltm.judge.resume import month_index, parse_resume
 from hltm.judge.tasks import JUDGE_TASK, JudgeVerdict
 
 BACKEND_VACANCY = {

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from hltm.judge.offline.heuristic import judge_offline, prepare_pool
-from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
 from hltm.judge.quotes import apply_validation
+from hltm.judge.resume import MAX_TITLE_CHARS, month_index, parse_resume
 from hltm.judge.tasks import JudgeVerdict
 from tests.support import FIXTURES as SHARED_FIXTURES
 
