@@ -43,28 +43,27 @@ def _crafted(title: str, terms: str) -> dict[str, Resume]:
     }
 
 
-SENIOR_ACCOUNTANT = Vacancy(
-    "x-acc", 1, "Senior Accountant", "Senior accountant for our finance team.",
-    (
-        Requirement("a1", "5+ years of general ledger accounting", True),
-        Requirement("a2", "Month-end close and account reconciliations", True),
-        Requirement("a3", "Accounts payable and accounts receivable", True),
-        Requirement("a4", "Proficient in Microsoft Excel", True),
-        Requirement("a5", "CPA certification", False),
-    ),
+def _vacancy(vid: str, title: str, *requirements: str) -> Vacancy:
+    """A vacancy whose requirements are mandatory except the last."""
+    reqs = tuple(
+        Requirement(f"{vid}-{n}", text, n < len(requirements))
+        for n, text in enumerate(requirements, 1)
+    )
+    return Vacancy(vid, 1, title, f"{title} for our team.", reqs)
+
+
+SENIOR_ACCOUNTANT = _vacancy(
+    "x-acc", "Senior Accountant", "5+ years of general ledger accounting",
+    "Month-end close and account reconciliations", "Accounts payable and accounts receivable",
+    "Proficient in Microsoft Excel", "CPA certification",
 )  # fmt: skip
 ACCOUNTING_TERMS = (
     "general ledger accounting month-end close account reconciliations accounts payable"
     " accounts receivable Microsoft Excel CPA certification"
 )
-JAVA_DEVELOPER = Vacancy(
-    "x-java", 1, "Java Developer", "Java developer for our web services.",
-    (
-        Requirement("j1", "3+ years of commercial Java development", True),
-        Requirement("j2", "Spring and Hibernate", True),
-        Requirement("j3", "SQL databases", True),
-        Requirement("j4", "REST web services", False),
-    ),
+JAVA_DEVELOPER = _vacancy(
+    "x-java", "Java Developer", "3+ years of commercial Java development", "Spring and Hibernate",
+    "SQL databases", "REST web services",
 )  # fmt: skip
 JAVA_TERMS = "Java development Spring Hibernate SQL databases REST web services J2EE"
 
