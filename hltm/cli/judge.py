@@ -111,6 +111,9 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
             else ""
         )
     ]
+    lines += [
+        f"{vid}: ranking not published, {why}" for vid, why in totals["blocked_reasons"].items()
+    ]
     if shown:
         lines.append(calibration_line(shown))
         lines.append(f"top of {shown}:")
