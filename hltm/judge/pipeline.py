@@ -165,7 +165,8 @@ class JudgeReport:
 
 
 _SHOWN_COUNTS = (
-    "exact", "repaired", "dropped", "absent", "irrelevant", "mandatory_quotes", "mandatory_survived",
+    "exact", "repaired", "dropped", "absent", "irrelevant", "thin", "short", "undated",
+    "mandatory_quotes", "mandatory_survived", "missing", "asked_again",
 )  # fmt: skip
 
 
