@@ -83,10 +83,8 @@ def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
             checklist = json.loads(verdict).get("checklist", [])
             shown = [c for c in checklist if c.get("quote") and c.get("mandatory")][:quotes]
             for item in shown:
-                quote = " ".join(str(item["quote"]).split())
-                lines.append(
-                    f"      {item['status']:9} {item['requirement'][:50]!r}: “{quote[:90]}”"
-                )
+                quote = " ".join(str(item["quote"]).split())  # ≤ 200 characters: all of it
+                lines.append(f"      {item['status']:9} {item['requirement'][:50]!r}: “{quote}”")
     return lines
 
 

@@ -175,7 +175,9 @@ MAX_TITLE_CHARS = 80
 _WORD_RE = re.compile(r"[^\W\d_]{2,}")  # a title has at least one real word
 # Sections whose dated lines are not jobs: studies, memberships, activities, languages.
 _NOT_EMPLOYMENT = frozenset({"education", "other", "languages", "projects"})
-HEADER_WINDOW = 3  # non-blank lines above / below a date range that may hold its title
+# Lines with letters above / below a date range that may hold its title: a flattened table puts
+# a company, a city and a state between a title and its dates.
+HEADER_WINDOW = 4
 
 
 def month_index(year: int, month: int) -> int:
@@ -476,7 +478,7 @@ def _header_rows(lines: list[Line], first: int, last: int, taken: set[int]) -> l
         while 0 < j < len(lines) and seen < HEADER_WINDOW:
             ln = lines[j]
             stripped = ln.text.strip()
-            if stripped:
+            if stripped and any(ch.isalnum() for ch in stripped):  # ", " or "- " is layout
                 if j in taken or ln.kind in ("section", *_KIND_SECTIONS):
                     break
                 if _BULLET_RE.match(ln.text) or len(stripped) > 2 * MAX_TITLE_CHARS:
