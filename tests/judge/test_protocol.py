@@ -153,7 +153,7 @@ def test_a_partial_checklist_is_asked_again_then_counted_not_found(
 def test_after_an_invented_quotes_spell_a_vacancy_is_neither_published_from_the_cache_nor_left_blocked(
     server: LocalOpenAIServer, tmp_path: Path
 ) -> None:
-    """The issue's run: invented quotes on v1 (blocked), a healthy model on v2 and v3 (the
+    """A recruiter's run: invented quotes on v1 (blocked), a healthy model on v2 and v3 (the
     configuration's recent evaluations pass the gate again), then a plain run of v1. It used
     to publish v1 from its cached evaluations, 0 quotes surviving; now those are not published,
     they are judged again, and v1 is published from healthy ones."""
