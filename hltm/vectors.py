@@ -36,6 +36,8 @@ from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.settings import Settings
 
 _NAME_OK = re.compile(r"[^a-zA-Z0-9._-]")
+_DOTS = re.compile(r"\.{2,}")
+_NAME_MAX = 55
 _generation = 0  # how many times this process reopened its embedded client
 
 
@@ -159,12 +161,15 @@ class HltmEmbeddingFunction(EmbeddingFunction[Documents]):
 
 
 def collection_name(prefix: str, key: str) -> str:
-    """Chroma names allow [a-zA-Z0-9._-], 3–512 chars, alphanumeric at both ends. A key that
-    needs sanitising gets a hash of itself appended, so distinct keys never share a collection."""
+    """A Chroma collection name for `key`: Chroma allows [a-zA-Z0-9._-], alphanumeric at both
+    ends, no "..", 3 to 63 characters on the strictest server (the rebuild's temporary name
+    adds 8). A key that needs changing to fit gets a hash of itself appended, so distinct keys
+    never share a collection, and the same key always maps to the same name."""
     raw = f"{prefix}-{key}"
-    name = _NAME_OK.sub("-", raw).strip("-._")
-    if name != raw:
-        name = f"{name[:400]}-{hashlib.sha1(key.encode()).hexdigest()[:12]}".strip("-._")
+    name = _DOTS.sub("-", _NAME_OK.sub("-", raw)).strip("-._")
+    if name != raw or len(name) > _NAME_MAX:
+        digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+        name = f"{name[: _NAME_MAX - 13].rstrip('-._')}-{digest}"
     return name if len(name) >= 3 else f"{name}-xx"
 
 
