@@ -30,7 +30,16 @@ from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision
-from hltm.judge.journal import Anchor, ChainReport, Publication, config_gate, verify_chain
+from hltm.judge.journal import (
+    REDACTIONS,
+    Anchor,
+    ChainReport,
+    Publication,
+    config_gate,
+    reanchor,
+    redactions_head,
+    verify_chain,
+)
 from hltm.judge.pipeline import (
     Budget,
     JudgeConfig,
@@ -151,9 +160,44 @@ def dagster_anchor(instance: dg.DagsterInstance) -> Anchor | None:
     )
 
 
-def chain_check(instance: dg.DagsterInstance, derived_db: Any) -> ChainReport:
-    anchor = dagster_anchor(instance)
-    return verify_chain(derived_db, [anchor] if anchor else [])
+def dagster_redaction_anchor(instance: dg.DagsterInstance) -> Anchor | None:
+    """The ranking journal's last deletion record, as `hltm delete` observed it on `rankings`
+    (`record_redactions`)."""
+    result = instance.fetch_observations(RANKINGS_KEY, limit=1)
+    event = result.records[0].asset_observation if result.records else None
+    meta = event.metadata if event else {}
+    if "redaction_seq" not in meta or "redaction_hash" not in meta:
+        return None
+    return Anchor(
+        int(meta["redaction_seq"].value),  # type: ignore[arg-type]
+        str(meta["redaction_hash"].value),
+        "latest Dagster observation of rankings",
+        REDACTIONS,
+    )
+
+
+def record_redactions(instance: dg.DagsterInstance, derived_db: Any) -> None:
+    """What `hltm delete` calls once it redacted the journal: the head of its deletion records,
+    anchored in the instance as an observation of `rankings`, outside the data dir."""
+    head = redactions_head(derived_db)
+    if head is not None:
+        instance.report_runless_asset_event(
+            dg.AssetObservation(
+                RANKINGS_KEY,
+                metadata={"redaction_seq": head.seq, "redaction_hash": head.row_hash},
+                description="the ranking journal's deletion records, after `hltm delete`",
+            )
+        )
+
+
+def chain_check(
+    instance: dg.DagsterInstance, derived_db: Any, rewrite_head: bool = False
+) -> ChainReport:
+    """The journal checked against the head file and the instance's anchors (`rewrite_head`:
+    the head file written anew first, when the journal verifies without it)."""
+    anchors = [dagster_anchor(instance), dagster_redaction_anchor(instance)]
+    present = [a for a in anchors if a is not None]
+    return (reanchor if rewrite_head else verify_chain)(derived_db, present)
 
 
 def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None:

@@ -81,7 +81,7 @@ from hltm.judge.calibration import (
 )
 from hltm.judge.candidates import RESUMES_COLLECTION
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.judge.journal import redact
+from hltm.judge.journal import redact, write_head
 from hltm.judge.store import ensure_judge_schema
 from hltm.memory.models import LEVELS, node_id_for
 from hltm.memory.store import (
@@ -222,6 +222,7 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
         report.purged["cached vectors"] = _forget_vectors(con, deleted.embedded_texts | item_texts)
         report.purged[TOKENS_TABLE] = _delete_tokens(con, deleted.projects)
         con.execute("COMMIT")
+        write_head(con, settings.derived_db)  # the redactions' deletion record, anchored
     touched = _memory_store(settings).delete(tainted)
     report.purged["memory nodes"] = len(touched)
     report.purged[QUERY_LOG_TABLE] += forget_queries(settings.derived_db, tainted)

@@ -90,15 +90,27 @@ def step_failures(result: Any) -> list[str]:
     return lines
 
 
-def journal_anchor_report(derived_db: Path) -> Any:
-    """The ranking journal checked against its head file and the instance's anchor."""
+def journal_anchor_report(derived_db: Path, reanchor: bool = False) -> Any:
+    """The ranking journal checked against its head file and the instance's anchors; with
+    `reanchor`, the head file written anew first if the journal verifies without it."""
     import dagster as dg
 
     from assets.judge import chain_check
 
     dagster_home()
     with dg.DagsterInstance.get() as instance:
-        return chain_check(instance, derived_db)
+        return chain_check(instance, derived_db, reanchor)
+
+
+def record_redactions(derived_db: Path) -> None:
+    """The ranking journal's deletion records, anchored in the instance (after a delete)."""
+    import dagster as dg
+
+    from assets.judge import record_redactions as record
+
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        record(instance, derived_db)
 
 
 def observe_sources(sources_db: Path) -> None:

@@ -211,12 +211,18 @@ def journal(vacancy_id: str | None) -> None:
 
 
 @judge.command()
-def verify() -> None:
-    """Verify the ranking journal's hash chain against its head file and the Dagster
-    instance's anchor (exit 1 when a row was edited or deleted)."""
+@click.option(
+    "--reanchor",
+    is_flag=True,
+    help="Write the head file anew (lost or damaged) once the journal verifies without it.",
+)
+def verify(reanchor: bool) -> None:
+    """Verify the ranking journal's hash chain, the deletion records that prove its redactions
+    and the rankings served, against its head file and the Dagster instance's anchors (exit 1
+    when a row was edited, blanked or deleted)."""
     from hltm.cli.dagster_runs import journal_anchor_report
 
-    report = journal_anchor_report(settings().derived_db)
+    report = journal_anchor_report(settings().derived_db, reanchor)
     click.echo(report.summary())
     if not report.ok:
         raise SystemExit(1)
