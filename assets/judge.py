@@ -52,6 +52,7 @@ from hltm.judge.service import gate as _gate
 from hltm.judge.service import judge_vacancy as _judge
 from hltm.judge.service import publish_vacancy as _publish
 from hltm.judge.service import refresh_index as _refresh
+from hltm.runlock import JUDGE_RUN
 from hltm.warehouse import connect
 from resources import PlatformResource
 
@@ -258,8 +259,9 @@ def judge_scores(
     env = make_env(platform)
     vacancy = _vacancy(env, context.partition_key)
     judge = platform.judge
-    report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
-                    run_id=context.run.run_id)  # fmt: skip
+    with platform.exclusive(JUDGE_RUN, context):
+        report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
+                        run_id=context.run.run_id)  # fmt: skip
     for rid, reason in report.failures[:20]:
         context.log.warning(f"judging {vacancy.vacancy_id} × {rid} failed: {reason}")
     if report.deferred:
@@ -396,6 +398,15 @@ class JudgeRunConfig(dg.Config):
 def judge_all_vacancies(
     context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
 ) -> dict[str, Any]:
+    with platform.exclusive(JUDGE_RUN, context):
+        return _judge_all(context, config, platform)
+
+
+def _judge_all(
+    context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
+) -> dict[str, Any]:
+    """One judge run over the given vacancies (all by default); another waits for it to end
+    and then finds its pairs in the score cache."""
     judge = platform.judge
     env = make_env(platform)
     wanted = config.vacancies or None

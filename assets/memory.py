@@ -34,6 +34,7 @@ from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS, node_id_for, split_node_id
 from hltm.memory.store import degraded_nodes
 from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
+from hltm.runlock import MEMORY_REFRESH
 from hltm.warehouse import connect
 from resources import PlatformResource, WarehouseResource
 
@@ -160,8 +161,8 @@ def _memory_asset(level: str, deps: list[dg.AssetDep | dg.AssetKey], description
         context: AssetExecutionContext,
         platform: PlatformResource,
     ) -> dg.MaterializeResult:
-        builder = make_builder(platform)
-        return _materialize_node(context, builder, level)
+        with platform.exclusive(MEMORY_REFRESH, context):
+            return _materialize_node(context, make_builder(platform), level)
 
     return _asset
 
@@ -253,6 +254,13 @@ def plan_memory_refresh(
     config: RefreshConfig,
     platform: PlatformResource,
 ) -> dict[str, Any]:
+    with platform.exclusive(MEMORY_REFRESH, context):
+        return _plan(context, config, platform)
+
+
+def _plan(
+    context: OpExecutionContext, config: RefreshConfig, platform: PlatformResource
+) -> dict[str, Any]:
     builder = make_builder(platform)
     if config.from_scratch:
         context.log.warning("from_scratch: dropping every stored memory node first")
@@ -313,7 +321,15 @@ def refresh_memories(
     an observation with its cost and error per failed one, so every request is in some node's
     metadata, and a run stopped halfway keeps what its stored projects cost (a seat's or
     contract's event waits for the level below, see `pending`). A failed node fails the step
-    only after every other node was stored and recorded."""
+    only after every other node was stored and recorded. A refresh that ran between this run's
+    plan and this step left its nodes current: they are not built again."""
+    with platform.exclusive(MEMORY_REFRESH, context):
+        yield from _refresh(context, state, platform)
+
+
+def _refresh(
+    context: OpExecutionContext, state: dict[str, Any], platform: PlatformResource
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
     builder = make_builder(platform, hints=Hints.from_dict(state["hints"]))
     failures: list[str] = []
     counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}

@@ -10,10 +10,17 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail
+from hltm.cli.common import fail, settings
+from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, running
 from hltm.settings import REPO_ROOT
 
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# Jobs whose work runs one at a time per data dir (`hltm.runlock`): a second one waits.
+EXCLUSIVE = {
+    "refresh_memory_tree": MEMORY_REFRESH,
+    "rebuild_memory_tree": MEMORY_REFRESH,
+    "judge_refresh": JUDGE_RUN,
+}
 
 
 def dagster_home() -> Path:
@@ -46,6 +53,8 @@ def run_job(  # type: ignore[no-untyped-def]
     from resources.instance import execute_located, fail_dead_runs, located_job
 
     job, origin = located_job(REPO_ROOT, name)
+    if name in EXCLUSIVE and (what := running(settings().data_dir, EXCLUSIVE[name])):
+        click.secho(f"waiting: {what}; this run starts when it ends", fg="yellow", err=True)
     selection = [dg.AssetKey(key) for key in asset_selection] if asset_selection else None
     config = {**QUIET_RUN, **(run_config or {})}
     run_tags = {**(tags or {}), **({"dagster/partition": partition_key} if partition_key else {})}
