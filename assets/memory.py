@@ -262,6 +262,11 @@ def _plan(
     context: OpExecutionContext, config: RefreshConfig, platform: PlatformResource
 ) -> dict[str, Any]:
     builder = make_builder(platform)
+    # A vector index a full disk or a crash left unreadable is rebuilt from the stored nodes
+    # (derived data: nothing is lost), on every path that refreshes the memory.
+    repairs = builder.store.vectors.repair()
+    for line in repairs:
+        context.log.warning(f"vector index: {line}")
     if config.from_scratch:
         context.log.warning("from_scratch: dropping every stored memory node first")
         builder.store.clear()
@@ -279,13 +284,15 @@ def _plan(
         )
     # The two stores must agree before planning: orphans swept, lost items re-indexed (all
     # contracts on the full path, the affected ones otherwise).
-    scope = None if config.all_stale or config.from_scratch else _contracts_of(plan, tree, built)
+    everything = config.all_stale or config.from_scratch or repairs
+    scope = None if everything else _contracts_of(plan, tree, built)
     swept, reindexed = builder.reconcile(scope)
     if swept or reindexed:
-        context.log.warning(
+        repairs.append(
             f"store consistency: swept {swept} orphan vector item(s), re-indexed"
             f" {len(reindexed)} node(s) whose items were missing"
         )
+        context.log.warning(repairs[-1])
     context.log.info(f"plan: {plan.describe()}")
     _sync_partitions(context, plan, tree)
     deleted = builder.delete(plan.deletes)
@@ -295,6 +302,7 @@ def _plan(
         **plan.as_config(),
         "config_digest": version_config(builder.llm.model, builder.hints, builder.config).digest,
         "hints": {**builder.hints.as_payload(), "version": builder.hints.version},
+        "repairs": repairs,
     }
 
 

@@ -14,6 +14,7 @@ nothing on it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -51,7 +52,11 @@ def run_lock(
         lock.acquire()
     try:
         since = datetime.now().astimezone().isoformat(timespec="seconds")
-        holder_path.write_text(json.dumps({"holder": holder, "pid": os.getpid(), "since": since}))
+        # Who holds it, for the message of the next one: worth no failure (a full disk).
+        with contextlib.suppress(OSError):
+            holder_path.write_text(
+                json.dumps({"holder": holder, "pid": os.getpid(), "since": since})
+            )
         yield
     finally:
         holder_path.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from hltm.cli.common import fail, settings
+from hltm.errors import StoreError, disk_fault
 from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, running
 from hltm.settings import REPO_ROOT
 
@@ -70,6 +71,15 @@ def run_job(  # type: ignore[no-untyped-def]
     return result
 
 
+def op_output(result: Any, op: str) -> Any:
+    """An op's output, read back through the run's IO manager: a run of the code location opens
+    its context for that (`with result`), an in-process test run needs none."""
+    if not hasattr(result, "__enter__"):
+        return result.output_for_node(op)
+    with result:
+        return result.output_for_node(op)
+
+
 def refresh_memory(plan: Any) -> Any:
     """A `refresh_memory_tree` run of a refresh plan, returned whether it failed or not."""
     from assets.memory import refresh_run_config
@@ -91,12 +101,24 @@ def step_failures(result: Any) -> list[str]:
         if reason and numbers:
             reason = f"{reason} ({', '.join(numbers)})"
         if not reason:
-            error = data.error
-            while error is not None and error.cause is not None:
-                error = error.cause
-            reason = error.message.strip() if error is not None else "failed"
+            reason = _root_cause(data.error)
         lines.append(f"{event.step_key}: {reason}")
     return lines
+
+
+def _root_cause(error: Any) -> str:
+    """The message of the exception that ended a step: a `StoreError` it raised (which names
+    the file and what to do), else the innermost cause."""
+    names = {cls.__name__ for cls in (StoreError, *StoreError.__subclasses__())}
+    while error is not None and error.cls_name not in names and error.cause is not None:
+        error = error.cause
+    if error is None:
+        return "failed"
+    message = error.message.strip()
+    if error.cls_name in names:  # its own words, without the class's dotted name
+        return message.split(": ", 1)[-1]
+    fault = disk_fault(settings().data_dir, RuntimeError(message))  # an OSError's errno text
+    return str(fault) if fault else message
 
 
 def journal_anchor_report(derived_db: Path, reanchor: bool = False) -> Any:

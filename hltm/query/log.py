@@ -241,9 +241,10 @@ def _replace_damaged(path: Path, fault: StoreError) -> None:
     path.with_name(f"{path.name}.wal").unlink(missing_ok=True)  # never replayed onto the new one
     os.replace(fresh, path)
     log.warning(
-        "query log: %s; replaced it with an empty log (the questions it held, and any not yet"
-        " written, are lost: the log only feeds pattern mining and the cost record)",
-        fault,
+        "query log: %s: %s; replaced it with an empty log (the questions it held, and any not"
+        " yet written, are lost: the log only feeds pattern mining and the cost record)",
+        path,
+        fault.problem,
     )
 
 

@@ -37,7 +37,7 @@ from hltm.query.engine import QueryEngine, validate_citations
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
 from hltm.serving.api import MAX_QUESTION_CHARS
-from hltm.serving.http import MAX_BODY_BYTES, ServeLimits, create_app
+from hltm.serving.http import MAX_BODY_BYTES, ServeLimits, create_app, start_engine
 from hltm.settings import Settings
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import connect
@@ -359,6 +359,27 @@ def test_a_chroma_server_that_is_down_is_named(
     out = CliRunner().invoke(main, ["ask", "--seat", built_world.seats()[0], "Where?"])
     assert out.exit_code == 1 and "not reachable" in out.output
     assert "Traceback" not in out.output
+
+
+def test_a_server_starts_on_a_damaged_index_and_answers_503_naming_it(
+    built_world: BuiltWorld,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Before: a truncated `chroma.sqlite3` was a traceback, and `hltm serve` died at start."""
+    from starlette.testclient import TestClient
+
+    settings = private_copy(built_world, tmp_path)
+    _, token = create_token(settings.derived_db, Identity("seat", built_world.seats()[0]))
+    index = settings.chroma_path / "chroma.sqlite3"
+    with index.open("r+b") as f:
+        f.truncate(index.stat().st_size // 2)
+    engine = start_engine(settings, ServeLimits())
+    with TestClient(create_app(engine)) as client:
+        assert client.get("/healthz").status_code == 200
+        answer = client.post("/v1/ask", json={"question": "Where?"}, headers=_auth(token))
+    assert answer.status_code == 503, answer.text
+    assert f"the embedded Chroma index at {settings.chroma_path}: damaged" in answer.text
+    assert "run `hltm refresh`" in answer.text
 
 
 def test_readers_never_fail_while_the_embedded_client_is_reopened(
