@@ -31,6 +31,7 @@ from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision
 from hltm.judge.journal import (
+    JOURNAL,
     REDACTIONS,
     Anchor,
     ChainReport,
@@ -147,17 +148,23 @@ def ranking_metadata(publication: Publication) -> dict[str, Any]:
     }
 
 
+def _anchor(meta: Any, keys: tuple[str, str], source: str, chain: str) -> Anchor | None:
+    """The anchor that event metadata names under `keys` (seq, row hash), if it does."""
+    seq, digest = keys
+    if seq not in meta or digest not in meta:
+        return None
+    return Anchor(int(meta[seq].value), str(meta[digest].value), source, chain)
+
+
 def dagster_anchor(instance: dg.DagsterInstance) -> Anchor | None:
     """The journal row named by the latest `rankings` materialisation (any vacancy)."""
     event = instance.get_latest_materialization_event(RANKINGS_KEY)
     materialization = event.asset_materialization if event else None
-    meta = materialization.metadata if materialization else {}
-    if "journal_seq" not in meta or "row_hash" not in meta:
-        return None
-    return Anchor(
-        int(meta["journal_seq"].value),  # type: ignore[arg-type]
-        str(meta["row_hash"].value),
+    return _anchor(
+        materialization.metadata if materialization else {},
+        ("journal_seq", "row_hash"),
         "latest Dagster materialisation of rankings",
+        JOURNAL,
     )
 
 
@@ -166,12 +173,9 @@ def dagster_redaction_anchor(instance: dg.DagsterInstance) -> Anchor | None:
     (`record_redactions`)."""
     result = instance.fetch_observations(RANKINGS_KEY, limit=1)
     event = result.records[0].asset_observation if result.records else None
-    meta = event.metadata if event else {}
-    if "redaction_seq" not in meta or "redaction_hash" not in meta:
-        return None
-    return Anchor(
-        int(meta["redaction_seq"].value),  # type: ignore[arg-type]
-        str(meta["redaction_hash"].value),
+    return _anchor(
+        event.metadata if event else {},
+        ("redaction_seq", "redaction_hash"),
         "latest Dagster observation of rankings",
         REDACTIONS,
     )

@@ -18,6 +18,7 @@ from hltm.sources.ingest import ingest_directory
 from hltm.sources.schema import id_problem
 from hltm.vectors import VectorStore, collection_name
 from hltm.warehouse import connect
+from tests.support.memory import one_project_per_contract
 
 ODD_IDS = {
     "c01\t": "leading or trailing whitespace",
@@ -87,50 +88,13 @@ def test_distinct_ids_never_share_a_collection_and_every_name_is_valid() -> None
     assert collection_name("mem", "c01") == "mem-c01"  # clean ids keep their readable name
 
 
-def _tree_sources(src: Path, contracts: list[str]) -> None:
-    """One seat and one project with a posting under each contract."""
-    src.mkdir()
-    _jsonl(src / "contracts.jsonl", [{"contract_id": c, "name": f"Org {c}"} for c in contracts])
-    _jsonl(
-        src / "seats.jsonl",
-        [
-            {"seat_id": f"s{i}", "contract_id": c, "recruiter_name": "Ann"}
-            for i, c in enumerate(contracts)
-        ],
-    )
-    _jsonl(
-        src / "projects.jsonl",
-        [
-            {
-                "project_id": f"p{i}",
-                "seat_id": f"s{i}",
-                "title": "Backend engineer",
-                "status": "open",
-            }
-            for i in range(len(contracts))
-        ],
-    )
-    _jsonl(
-        src / "project_documents.jsonl",
-        [
-            {
-                "document_id": f"d{i}",
-                "project_id": f"p{i}",
-                "kind": "job_description",
-                "text": "Senior backend engineer in Berlin, hybrid, Python and PostgreSQL.",
-            }
-            for i in range(len(contracts))
-        ],
-    )
-
-
 def test_odd_but_canonical_contract_ids_each_build_their_own_tree(
     settings: Settings, tmp_path: Path
 ) -> None:
     """Ids whose collection names would collapse onto one (`acme 1`, `acme-1`), or that Chroma
     refuses as they are (`acme..eu`, `acme/eu`): every tree builds, each in its own collection."""
     contracts = ["acme 1", "acme-1", "acme..eu", "acme/eu"]
-    _tree_sources(tmp_path / "src", contracts)
+    one_project_per_contract(tmp_path / "src", contracts)
     assert ingest_directory(tmp_path / "src", settings.sources_db).quarantined == 0
     report = builder_from_settings(settings).full_build()
     assert not report.failures, report.failures
@@ -146,7 +110,7 @@ def test_a_contract_whose_index_fails_never_stops_the_others(
     """One contract's collection refuses its items: its nodes fail, keep no half-built memory and
     are marked incomplete (answers over them say so); every other contract is built."""
     contracts = ["c1", "c2", "c3"]
-    _tree_sources(tmp_path / "src", contracts)
+    one_project_per_contract(tmp_path / "src", contracts)
     assert ingest_directory(tmp_path / "src", settings.sources_db).quarantined == 0
     refused = memory_collection_name("c2")
     real = VectorStore.collection

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import subprocess
@@ -149,20 +150,25 @@ def test_a_short_lived_process_logs_its_question_at_exit(
     built_world: BuiltWorld,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """`hltm ask` queues its row and exits right after printing: the row is inserted at exit."""
     settings = private_copy(built_world, tmp_path)
+    result = QueryEngine(settings).ask(
+        Identity("seat", built_world.seats()[0]), "Where?", log=False
+    )
+    row = query_log.query_log_row(result, "offline", "offline", {})
     code = """
-        import sys
-        from pathlib import Path
-        from hltm.query.engine import ask
-        from hltm.settings import Settings
-        result = ask(Settings.from_env(data_dir=Path(sys.argv[1])), sys.argv[2], "Where do I hire?")
-        print(result.query_id, flush=True)
+        import json, sys
+        from datetime import datetime
+        from hltm.query.log import QueryLogWriter
+        row = json.loads(sys.argv[2])
+        row["asked_at"] = datetime.fromisoformat(row["asked_at"])
+        QueryLogWriter(sys.argv[1]).write_row(row)
     """
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), str(settings.data_dir),
-         f"seat:{built_world.seats()[0]}"],
+        [sys.executable, "-c", textwrap.dedent(code), str(settings.derived_db),
+         json.dumps(row, default=str)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     logged = {r["query_id"] for r in read_query_log(settings.derived_db)}
-    assert done.stdout.split()[-1] in logged
+    assert result.query_id in logged

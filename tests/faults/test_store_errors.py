@@ -50,7 +50,7 @@ def test_a_damaged_derived_file_is_one_line_naming_it_and_what_to_do(settings: S
     with settings.derived_db.open("r+b") as f:  # a block whose checksum no longer matches
         f.seek(8192)
         f.write(b"\xff" * 4096)
-    for args in (["judge", "show", "v1"], ["judge", "verify"], ["token", "list"]):
+    for args in (["judge", "show", "v1"], ["judge", "journal"], ["token", "list"]):
         _one_line_error(
             args,
             f"{settings.derived_db}: the file is damaged",
