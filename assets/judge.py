@@ -30,7 +30,17 @@ from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision, blocked_advice
-from hltm.judge.journal import Anchor, ChainReport, Publication, config_gate, verify_chain
+from hltm.judge.journal import (
+    JOURNAL,
+    REDACTIONS,
+    Anchor,
+    ChainReport,
+    Publication,
+    config_gate,
+    reanchor,
+    redactions_head,
+    verify_chain,
+)
 from hltm.judge.pipeline import (
     Budget,
     JudgeConfig,
@@ -43,6 +53,7 @@ from hltm.judge.service import gate as _gate
 from hltm.judge.service import judge_vacancy as _judge
 from hltm.judge.service import publish_vacancy as _publish
 from hltm.judge.service import refresh_index as _refresh
+from hltm.runlock import JUDGE_RUN
 from hltm.warehouse import connect
 from resources import PlatformResource
 
@@ -137,23 +148,61 @@ def ranking_metadata(publication: Publication) -> dict[str, Any]:
     }
 
 
+def _anchor(meta: Any, keys: tuple[str, str], source: str, chain: str) -> Anchor | None:
+    """The anchor that event metadata names under `keys` (seq, row hash), if it does."""
+    seq, digest = keys
+    if seq not in meta or digest not in meta:
+        return None
+    return Anchor(int(meta[seq].value), str(meta[digest].value), source, chain)
+
+
 def dagster_anchor(instance: dg.DagsterInstance) -> Anchor | None:
     """The journal row named by the latest `rankings` materialisation (any vacancy)."""
     event = instance.get_latest_materialization_event(RANKINGS_KEY)
     materialization = event.asset_materialization if event else None
-    meta = materialization.metadata if materialization else {}
-    if "journal_seq" not in meta or "row_hash" not in meta:
-        return None
-    return Anchor(
-        int(meta["journal_seq"].value),  # type: ignore[arg-type]
-        str(meta["row_hash"].value),
+    return _anchor(
+        materialization.metadata if materialization else {},
+        ("journal_seq", "row_hash"),
         "latest Dagster materialisation of rankings",
+        JOURNAL,
     )
 
 
-def chain_check(instance: dg.DagsterInstance, derived_db: Any) -> ChainReport:
-    anchor = dagster_anchor(instance)
-    return verify_chain(derived_db, [anchor] if anchor else [])
+def dagster_redaction_anchor(instance: dg.DagsterInstance) -> Anchor | None:
+    """The ranking journal's last deletion record, as `hltm delete` observed it on `rankings`
+    (`record_redactions`)."""
+    result = instance.fetch_observations(RANKINGS_KEY, limit=1)
+    event = result.records[0].asset_observation if result.records else None
+    return _anchor(
+        event.metadata if event else {},
+        ("redaction_seq", "redaction_hash"),
+        "latest Dagster observation of rankings",
+        REDACTIONS,
+    )
+
+
+def record_redactions(instance: dg.DagsterInstance, derived_db: Any) -> None:
+    """What `hltm delete` calls once it redacted the journal: the head of its deletion records,
+    anchored in the instance as an observation of `rankings`, outside the data dir."""
+    head = redactions_head(derived_db)
+    if head is not None:
+        instance.report_runless_asset_event(
+            dg.AssetObservation(
+                RANKINGS_KEY,
+                metadata={"redaction_seq": head.seq, "redaction_hash": head.row_hash},
+                description="the ranking journal's deletion records, after `hltm delete`",
+            )
+        )
+
+
+def chain_check(
+    instance: dg.DagsterInstance, derived_db: Any, rewrite_head: bool = False
+) -> ChainReport:
+    """The journal checked against the head file and the instance's anchors (`rewrite_head`:
+    the head file written anew first, when the journal verifies without it)."""
+    anchors = [dagster_anchor(instance), dagster_redaction_anchor(instance)]
+    present = [a for a in anchors if a is not None]
+    return (reanchor if rewrite_head else verify_chain)(derived_db, present)
 
 
 def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None:
@@ -214,8 +263,9 @@ def judge_scores(
     env = make_env(platform)
     vacancy = _vacancy(env, context.partition_key)
     judge = platform.judge
-    report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
-                    run_id=context.run.run_id)  # fmt: skip
+    with platform.exclusive(JUDGE_RUN, context):
+        report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
+                        run_id=context.run.run_id)  # fmt: skip
     for rid, reason in report.failures[:20]:
         context.log.warning(f"judging {vacancy.vacancy_id} × {rid} failed: {reason}")
     if report.deferred:
@@ -353,6 +403,15 @@ class JudgeRunConfig(dg.Config):
 def judge_all_vacancies(
     context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
 ) -> dict[str, Any]:
+    with platform.exclusive(JUDGE_RUN, context):
+        return _judge_all(context, config, platform)
+
+
+def _judge_all(
+    context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
+) -> dict[str, Any]:
+    """One judge run over the given vacancies (all by default); another waits for it to end
+    and then finds its pairs in the score cache."""
     judge = platform.judge
     env = make_env(platform)
     wanted = config.vacancies or None

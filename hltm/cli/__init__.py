@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Any
 
 import click
 
+from hltm.errors import StoreError, disk_fault
 
-@click.group()
+
+class _Commands(click.Group):
+    """The `hltm` group: a store that cannot be used ends any command with one line naming the
+    file, what is wrong and what to do (`hltm.errors.StoreError`), never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from hltm.cli.common import fail, settings
+
+        try:
+            return super().invoke(ctx)
+        except (StoreError, OSError) as err:
+            if isinstance(err, OSError):
+                where = Path(err.filename) if err.filename else settings().data_dir
+                fault = disk_fault(where, err)
+                if fault is None:
+                    raise
+                err = fault
+            logging.getLogger(__name__).debug("the store error in full", exc_info=True)
+            fail(str(err))
+
+
+@click.group(cls=_Commands)
 @click.option("-v", "--verbose", is_flag=True, help="Show debug logs.")
 def main(verbose: bool) -> None:
     """Hierarchical long-term memory and evidence-backed candidate judging, on Dagster."""

@@ -10,10 +10,18 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail
+from hltm.cli.common import fail, settings
+from hltm.errors import StoreError, disk_fault
+from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, running
 from hltm.settings import REPO_ROOT
 
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# Jobs whose work runs one at a time per data dir (`hltm.runlock`): a second one waits.
+EXCLUSIVE = {
+    "refresh_memory_tree": MEMORY_REFRESH,
+    "rebuild_memory_tree": MEMORY_REFRESH,
+    "judge_refresh": JUDGE_RUN,
+}
 
 
 def dagster_home() -> Path:
@@ -46,6 +54,8 @@ def run_job(  # type: ignore[no-untyped-def]
     from resources.instance import execute_located, fail_dead_runs, located_job
 
     job, origin = located_job(REPO_ROOT, name)
+    if name in EXCLUSIVE and (what := running(settings().data_dir, EXCLUSIVE[name])):
+        click.secho(f"waiting: {what}; this run starts when it ends", fg="yellow", err=True)
     selection = [dg.AssetKey(key) for key in asset_selection] if asset_selection else None
     config = {**QUIET_RUN, **(run_config or {})}
     run_tags = {**(tags or {}), **({"dagster/partition": partition_key} if partition_key else {})}
@@ -59,6 +69,15 @@ def run_job(  # type: ignore[no-untyped-def]
         )
         fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev"))
     return result
+
+
+def op_output(result: Any, op: str) -> Any:
+    """An op's output, read back through the run's IO manager: a run of the code location opens
+    its context for that (`with result`), an in-process test run needs none."""
+    if not hasattr(result, "__enter__"):
+        return result.output_for_node(op)
+    with result:
+        return result.output_for_node(op)
 
 
 def refresh_memory(plan: Any) -> Any:
@@ -82,23 +101,47 @@ def step_failures(result: Any) -> list[str]:
         if reason and numbers:
             reason = f"{reason} ({', '.join(numbers)})"
         if not reason:
-            error = data.error
-            while error is not None and error.cause is not None:
-                error = error.cause
-            reason = error.message.strip() if error is not None else "failed"
+            reason = _root_cause(data.error)
         lines.append(f"{event.step_key}: {reason}")
     return lines
 
 
-def journal_anchor_report(derived_db: Path) -> Any:
-    """The ranking journal checked against its head file and the instance's anchor."""
+def _root_cause(error: Any) -> str:
+    """The message of the exception that ended a step: a `StoreError` it raised (which names
+    the file and what to do), else the innermost cause."""
+    names = {cls.__name__ for cls in (StoreError, *StoreError.__subclasses__())}
+    while error is not None and error.cls_name not in names and error.cause is not None:
+        error = error.cause
+    if error is None:
+        return "failed"
+    message = error.message.strip()
+    if error.cls_name in names:  # its own words, without the class's dotted name
+        return message.split(": ", 1)[-1]
+    fault = disk_fault(settings().data_dir, RuntimeError(message))  # an OSError's errno text
+    return str(fault) if fault else message
+
+
+def journal_anchor_report(derived_db: Path, reanchor: bool = False) -> Any:
+    """The ranking journal checked against its head file and the instance's anchors; with
+    `reanchor`, the head file written anew first if the journal verifies without it."""
     import dagster as dg
 
     from assets.judge import chain_check
 
     dagster_home()
     with dg.DagsterInstance.get() as instance:
-        return chain_check(instance, derived_db)
+        return chain_check(instance, derived_db, reanchor)
+
+
+def record_redactions(derived_db: Path) -> None:
+    """The ranking journal's deletion records, anchored in the instance (after a delete)."""
+    import dagster as dg
+
+    from assets.judge import record_redactions as record
+
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        record(instance, derived_db)
 
 
 def observe_sources(sources_db: Path) -> None:

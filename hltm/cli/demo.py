@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import click
 
 from hltm.cli.common import settings
-from hltm.cli.dagster_runs import dagster_home, last_probe_month, run_job
+from hltm.cli.dagster_runs import dagster_home, last_probe_month, op_output, run_job
 from hltm.sources.ingest import ingest_directory
 from hltm_devkit.generator import SIZES, generate_world
 
@@ -38,6 +38,7 @@ def build_memory(job_name: str, run_config: dict | None = None) -> str:
     """Run a memory job (`rebuild_memory_tree`, or `refresh_memory_tree` as the sensor does)
     and say what it built and what it cost."""
     result = run_job(job_name, run_config)
+    repairs = op_output(result, "plan_memory_refresh").get("repairs", [])
     built: dict[str, int] = {}
     totals = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "embedding_calls": 0}
     for event in result.get_asset_materialization_events():
@@ -46,10 +47,11 @@ def build_memory(job_name: str, run_config: dict | None = None) -> str:
         metadata = event.materialization.metadata
         for key in totals:
             totals[key] += int(metadata[key].value) if key in metadata else 0
+    said = "".join(f"repaired: {line}\n" for line in repairs)
     if not built:
-        return "already current: nothing to rebuild"
+        return said + "already current: nothing to rebuild"
     nodes = ", ".join(f"{built.get(level, 0)} {level}" for level in ("project", "seat", "contract"))
-    return (
+    return said + (
         f"built {nodes} nodes; {totals['llm_calls']} LLM calls, "
         f"{totals['prompt_tokens'] + totals['completion_tokens']} tokens (o200k_base), "
         f"{totals['embedding_calls']} texts embedded"

@@ -44,7 +44,7 @@ def run_judge(
     rejudge_failed: bool = False,
 ) -> dict[str, Any]:
     """Run the `judge_refresh` job in process on the persistent instance; its totals."""
-    from hltm.cli.dagster_runs import run_job
+    from hltm.cli.dagster_runs import op_output, run_job
 
     dagster_home()
     config = {
@@ -54,8 +54,7 @@ def run_judge(
         "rejudge_failed": rejudge_failed,
     }
     result = run_job("judge_refresh", {"ops": {"judge_all_vacancies": {"config": config}}})
-    with result:  # the op's output is read back through the run's IO manager
-        return dict(result.output_for_node("judge_all_vacancies"))
+    return dict(op_output(result, "judge_all_vacancies"))
 
 
 def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
@@ -217,12 +216,18 @@ def journal(vacancy_id: str | None) -> None:
 
 
 @judge.command()
-def verify() -> None:
-    """Verify the ranking journal's hash chain against its head file and the Dagster
-    instance's anchor (exit 1 when a row was edited or deleted)."""
+@click.option(
+    "--reanchor",
+    is_flag=True,
+    help="Write the head file anew (lost or damaged) once the journal verifies without it.",
+)
+def verify(reanchor: bool) -> None:
+    """Verify the ranking journal's hash chain, the deletion records that prove its redactions
+    and the rankings served, against its head file and the Dagster instance's anchors (exit 1
+    when a row was edited, blanked or deleted)."""
     from hltm.cli.dagster_runs import journal_anchor_report
 
-    report = journal_anchor_report(settings().derived_db)
+    report = journal_anchor_report(settings().derived_db, reanchor)
     click.echo(report.summary())
     if not report.ok:
         raise SystemExit(1)

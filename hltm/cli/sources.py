@@ -31,15 +31,20 @@ def generate(out_dir: Path | None, seed: int, size: str) -> None:
     click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {t}" for t, n in counts.items()))
 
 
-def observe_sources() -> None:
+def observe_sources(redacted: bool = False) -> None:
     """Record a fresh observation of the source tables in the Dagster instance, so the UI's row
-    counts follow every ingest and delete (best effort: the sources are already committed)."""
+    counts follow every ingest and delete, and after a delete that redacted the ranking journal
+    the head of its deletion records (best effort: the sources are already committed, and the
+    head file beside the journal anchors it too)."""
     from hltm.cli.dagster_runs import observe_sources as record
+    from hltm.cli.dagster_runs import record_redactions
 
     try:
         record(settings().sources_db)
+        if redacted:
+            record_redactions(settings().derived_db)
     except Exception as err:  # noqa: BLE001 - a stale UI count must not fail a committed ingest
-        click.secho(f"warning: could not record the source observation: {err}", fg="yellow")
+        click.secho(f"warning: could not record the observation in Dagster: {err}", fg="yellow")
 
 
 @click.command()
@@ -125,7 +130,7 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
             report = delete_everywhere(config, kind, row_id)
         except (KeyError, FileNotFoundError) as err:
             fail(str(err.args[0] if err.args else err))  # str() of a KeyError adds quotes
-        observe_sources()
+        observe_sources(redacted=bool(report.purged.get("ranking_journal rows redacted")))
         click.echo(f"deleted {kind} {row_id}; {report.summary()}")
         try:
             rebuild_purged_memory(report.memory_to_rebuild)

@@ -19,9 +19,14 @@
 * **Redaction** (deletion of a vacancy or resume, `redact`): the vacancy and each ranked
   candidate enter the hash only through a salted commitment ``sha256(canonical(value + nonce))``.
   Redaction deletes the value and its nonce and keeps the commitment, so the chain stays
-  verifiable and the deleted id can no longer be confirmed by guessing.
+  verifiable and the deleted id can no longer be confirmed by guessing. Each redaction is
+  proved by a **deletion record** (``ranking_redactions``): the commitments it redacted and the
+  journal head it saw, chained to the record before by SHA-256 and anchored beside the
+  journal's head. A redacted item or vacancy that no record names (what a forger who blanks a
+  row's top candidate, or its vacancy fields, leaves) fails verification.
 * ``rankings`` is derived: the latest journal row per vacancy, re-derived after every write and
-  compared on every read (`ranking_problems`), so an edit of it is refused, never served.
+  compared on every read (`ranking_problems`, which also checks that row and the proofs of its
+  redactions), so an edit of either is refused, never served.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 
 import duckdb
 
+from hltm.errors import disk_fault
 from hltm.judge.data import Resume, Vacancy
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision, gate_decision
 from hltm.judge.pipeline import JudgeConfig, cached_scores
@@ -47,6 +53,9 @@ from hltm.warehouse import connect, insert_rows
 
 __all__ = [
     "GENESIS_HASH",
+    "JOURNAL",
+    "REDACTIONS",
+    "REDACTIONS_TABLE",
     "Anchor",
     "ChainReport",
     "JournalEntry",
@@ -59,9 +68,12 @@ __all__ = [
     "rank_pool",
     "ranking_as_of",
     "ranking_problems",
+    "reanchor",
+    "redactions_head",
     "redact",
     "replaces",
     "verify_chain",
+    "write_head",
 ]
 
 GENESIS_HASH = "0" * 64
@@ -251,13 +263,19 @@ def _entry(row: Sequence[Any]) -> JournalEntry:
 # ------------------------------------------------------------------------- the head anchor
 
 
+JOURNAL, REDACTIONS = "journal", "redactions"
+REDACTIONS_TABLE = "ranking_redactions"
+
+
 @dataclass(frozen=True)
 class Anchor:
-    """A journal head recorded outside the table: the row ``seq`` must exist with ``row_hash``."""
+    """A head recorded outside the table: the row ``seq`` of the journal (or of the deletion
+    records, `chain`) must exist with ``row_hash``."""
 
     seq: int
     row_hash: str
     source: str
+    chain: str = JOURNAL
 
 
 def head_path(derived_db: Path | str) -> Path:
@@ -266,23 +284,150 @@ def head_path(derived_db: Path | str) -> Path:
     return db.with_name(f"{db.stem}.journal-head.json")
 
 
-def _write_head(derived_db: Path | str, seq: int, digest: str) -> None:
-    """Atomically replace the head file (write, fsync, rename)."""
+def write_head(con: duckdb.DuckDBPyConnection, derived_db: Path | str) -> None:
+    """Anchor the journal's head and the deletion records' head in the head file, as the tables
+    hold them now (after a publish or a redaction commits, the file still held). Atomically
+    replaced: write, fsync, rename."""
+    _ensure_redactions(con)
+    heads = {}
+    for name, table in (("journal", "ranking_journal"), ("redactions", REDACTIONS_TABLE)):
+        last = con.execute(
+            f"SELECT seq, row_hash FROM {table} ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        heads[name] = {"seq": int(last[0]), "row_hash": str(last[1])} if last else None
+    journal = heads["journal"] or {"seq": 0, "row_hash": ""}
     path = head_path(derived_db)
     tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump({"seq": seq, "row_hash": digest}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump({**journal, "redactions": heads["redactions"]}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise (disk_fault(path, err) or err) from err
 
 
-def _read_head(derived_db: Path | str) -> Anchor | None:
+def _read_head(derived_db: Path | str) -> tuple[list[Anchor], str]:
+    """The anchors of the head file (the journal's, and the deletion records' when it names
+    them), or why the file cannot be read."""
     path = head_path(derived_db)
     if not path.exists():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return Anchor(int(data["seq"]), str(data["row_hash"]), f"head file {path.name}")
+        return [], ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        anchors = [Anchor(int(data["seq"]), str(data["row_hash"]), f"head file {path.name}")]
+        if data.get("redactions"):
+            done = data["redactions"]
+            anchors.append(
+                Anchor(
+                    int(done["seq"]), str(done["row_hash"]), f"head file {path.name}", REDACTIONS
+                )
+            )
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        return [], (
+            f"the head file {path} cannot be read ({type(err).__name__}: {str(err)[:80] or 'empty'})"
+            ": a deleted tail would go unnoticed; if the rest of the journal is intact,"
+            " `hltm judge verify --reanchor` writes it anew"
+        )
+    return anchors, ""
+
+
+# ------------------------------------------------------------------------ deletion records
+
+
+def _ensure_redactions(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {REDACTIONS_TABLE} (seq BIGINT PRIMARY KEY,"
+        " redacted_at TIMESTAMP, journal_seq BIGINT, journal_hash VARCHAR, commits VARCHAR,"
+        " prev_hash VARCHAR, row_hash VARCHAR)"
+    )
+
+
+def redactions_head(derived_db: Path | str) -> Anchor | None:
+    """The last deletion record (None: nothing was ever redacted)."""
+    with connect(derived_db) as con:
+        _ensure_redactions(con)
+        last = con.execute(
+            f"SELECT seq, row_hash FROM {REDACTIONS_TABLE} ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+    return Anchor(int(last[0]), str(last[1]), REDACTIONS_TABLE, REDACTIONS) if last else None
+
+
+def _record_hash(row: Sequence[Any]) -> str:
+    seq, at, journal_seq, journal_hash, commits, prev, _ = row
+    return row_hash(
+        {
+            "seq": int(seq), "redacted_at": at.isoformat(timespec="microseconds"),
+            "journal_seq": int(journal_seq), "journal_hash": journal_hash,
+            "commits": json.loads(commits), "prev_hash": prev,
+        }
+    )  # fmt: skip
+
+
+def _record_redaction(con: duckdb.DuckDBPyConnection, commits: list[str]) -> None:
+    """Append the deletion record proving these redactions, chained to the one before and bound
+    to the journal's head as it is."""
+    _ensure_redactions(con)
+    last = con.execute(
+        f"SELECT seq, row_hash FROM {REDACTIONS_TABLE} ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    head = con.execute(
+        "SELECT seq, row_hash FROM ranking_journal ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    row: list[Any] = [
+        int(last[0]) + 1 if last else 1, datetime.now(UTC).replace(tzinfo=None),
+        int(head[0]) if head else 0, str(head[1]) if head else GENESIS_HASH,
+        json.dumps(sorted(commits)), str(last[1]) if last else GENESIS_HASH,
+    ]  # fmt: skip
+    row.append(_record_hash([*row, ""]))
+    con.execute(f"INSERT INTO {REDACTIONS_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+
+
+def _redaction_proofs(
+    con: duckdb.DuckDBPyConnection, anchors: Sequence[Anchor] = (), notes: list[str] | None = None
+) -> tuple[dict[str, int], str]:
+    """Every redacted commitment with the journal seq its deletion record saw (a redaction can
+    only cover rows up to it), after checking the records' chain and anchors; or the problem.
+    Records after an anchor are added to `notes`."""
+    _ensure_redactions(con)
+    rows = con.execute(f"SELECT * FROM {REDACTIONS_TABLE} ORDER BY seq").fetchall()
+    proofs: dict[str, int] = {}
+    prev = GENESIS_HASH
+    hashes: dict[int, str] = {}
+    for expected, row in enumerate(rows, start=1):
+        if int(row[0]) != expected:
+            return {}, f"deletion record {expected} is missing (deleted?)"
+        if row[5] != prev or _record_hash(row) != row[6]:
+            return {}, f"deletion record {expected} does not match its hash chain"
+        for commit in json.loads(row[4]):
+            proofs.setdefault(commit, int(row[2]))
+        prev = hashes[expected] = row[6]
+    for anchor in (a for a in anchors if a.chain == REDACTIONS):
+        if anchor.seq > len(rows):
+            return {}, (
+                f"the deletion records end at {len(rows)} but the {anchor.source} says"
+                f" {anchor.seq}: the last {anchor.seq - len(rows)} record(s) were deleted"
+            )
+        if anchor.seq and hashes[anchor.seq] != anchor.row_hash:
+            return {}, f"deletion record {anchor.seq} differs from the one in the {anchor.source}"
+        if anchor.seq < len(rows) and notes is not None:
+            notes.append(f"{len(rows) - anchor.seq} deletion record(s) after the {anchor.source}")
+    return proofs, ""
+
+
+def _unproved_redaction(row: Sequence[Any], proofs: Mapping[str, int]) -> str:
+    """What in a journal row is redacted without a deletion record naming it ("" if nothing)."""
+    seq = int(row[0])
+    if row[3] is None and proofs.get(row[4], -1) < seq:
+        return f"its vacancy is redacted, but no deletion record names it (row {seq})"
+    for position, item in enumerate(json.loads(row[14]), start=1):
+        redacted = isinstance(item, dict) and set(item) == {"commit"}
+        if redacted and proofs.get(item["commit"], -1) < seq:
+            return (
+                f"ranking item {position} of row {seq} is redacted, but no deletion record names it"
+            )
+    return ""
 
 
 # ---------------------------------------------------------------------------- publishing
@@ -377,7 +522,7 @@ def publish_ranking(
         _derive_rankings(con, [vacancy.vacancy_id])
         con.execute("COMMIT")
         # Still holding the file: no other process can append between the commit and this.
-        _write_head(derived_db, seq, row[-1])
+        write_head(con, derived_db)
     return Publication(True, _entry(row), reason, len(ranking), len(pool))
 
 
@@ -392,9 +537,10 @@ def _derived(entry: JournalEntry) -> list[tuple[Any, ...]]:
     ]  # fmt: skip
 
 
-def _latest_entries(
+def _latest_rows(
     con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] | None
-) -> dict[str, JournalEntry]:
+) -> list[tuple[Any, ...]]:
+    """The live journal row of each vacancy (or of the given ones), as stored."""
     sql = (
         f"SELECT {_COLUMNS} FROM ranking_journal WHERE vacancy_id IS NOT NULL"
         " QUALIFY row_number() OVER (PARTITION BY vacancy_id ORDER BY seq DESC) = 1"
@@ -403,7 +549,13 @@ def _latest_entries(
     if vacancy_ids is not None:
         sql = sql.replace("IS NOT NULL", "IN (SELECT unnest(?::VARCHAR[]))")
         params.append(sorted(set(vacancy_ids)))
-    return {e.vacancy_id: e for e in (_entry(r) for r in con.execute(sql, params).fetchall())}
+    return con.execute(sql, params).fetchall()
+
+
+def _latest_entries(
+    con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] | None
+) -> dict[str, JournalEntry]:
+    return {e.vacancy_id: e for e in map(_entry, _latest_rows(con, vacancy_ids))}
 
 
 def _derive_rankings(con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] | None) -> None:
@@ -418,14 +570,29 @@ def _derive_rankings(con: duckdb.DuckDBPyConnection, vacancy_ids: Iterable[str] 
 
 
 def ranking_problems(derived_db: Path | str, vacancy_id: str | None = None) -> list[str]:
-    """Where the ``rankings`` table differs from what the journal says (empty = they agree)."""
+    """What stands between the journal and serving ``rankings`` (empty: serve them): the
+    live journal row of each vacancy (or of the one given) that fails its own hash, a redaction
+    no deletion record proves (of a candidate of a live row, or of any row's vacancy: a vacancy
+    blanked by hand would let an older row pass for the live one), and rows of ``rankings``
+    that differ from what the journal says."""
     with connect(derived_db) as con:
         ensure_judge_schema(con)
         ids = None if vacancy_id is None else [vacancy_id]
-        expected = {row for e in _latest_entries(con, ids).values() for row in _derived(e)}
+        live = _latest_rows(con, ids)
+        blanked = con.execute(
+            f"SELECT {_COLUMNS} FROM ranking_journal WHERE vacancy_nonce IS NULL ORDER BY seq"
+        ).fetchall()
+        proofs, broken = _redaction_proofs(con)
+        expected = {row for r in live for row in _derived(_entry(r))}
         sql = "SELECT * FROM rankings" + ("" if ids is None else " WHERE vacancy_id = ?")
         stored = set(con.execute(sql, ids or []).fetchall())
-    problems = []
+    problems = [broken] if broken else []
+    for row in live:
+        try:
+            _checked_entry(row)
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            problems.append(f"the journal row {row[0]} of {row[1]} fails its hash: {err}")
+    problems += [why for row in [*live, *blanked] if (why := _unproved_redaction(row, proofs))]
     for vid in sorted({r[0] for r in expected ^ stored}):
         extra = sorted(r[1] for r in stored - expected if r[0] == vid)
         missing = sorted(r[1] for r in expected - stored if r[0] == vid)
@@ -455,12 +622,21 @@ class ChainReport:
         return f"journal chain BROKEN at seq {self.first_bad_seq}: {self.reason}"
 
 
-def verify_chain(derived_db: Path | str, anchors: Sequence[Anchor] = ()) -> ChainReport:
-    """Re-hash every journal row in order, check the head anchors (the head file and any given,
-    e.g. from Dagster) and the ``rankings`` table; the first problem is reported."""
+def verify_chain(
+    derived_db: Path | str, anchors: Sequence[Anchor] = (), head_file: bool = True
+) -> ChainReport:
+    """Re-hash every journal row in order, check that a deletion record proves each of its
+    redactions, check the head anchors (the head file unless `head_file` is False, and any
+    given, e.g. from Dagster) and the ``rankings`` table; the first problem is reported."""
+    head, unreadable = _read_head(derived_db) if head_file else ([], "")
+    anchors = [*head, *anchors]
     with connect(derived_db) as con:
         ensure_judge_schema(con)
         rows = con.execute(f"SELECT {_COLUMNS} FROM ranking_journal ORDER BY seq").fetchall()
+        notes: list[str] = []
+        proofs, broken = _redaction_proofs(con, anchors, notes)
+    if broken:
+        return ChainReport(False, len(rows), None, broken)
     prev = GENESIS_HASH
     hashes: dict[int, str] = {}
     for expected_seq, row in enumerate(rows, start=1):
@@ -475,16 +651,18 @@ def verify_chain(derived_db: Path | str, anchors: Sequence[Anchor] = ()) -> Chai
             _checked_entry(row)
         except (TypeError, ValueError, KeyError, AttributeError) as err:
             return ChainReport(False, len(rows), seq, str(err))
+        if why := _unproved_redaction(row, proofs):
+            return ChainReport(False, len(rows), seq, why)
         prev = hashes[seq] = row[16]
-    head = _read_head(derived_db)
-    if head is None and rows:
+    if unreadable:
+        return ChainReport(False, len(rows), len(rows), unreadable)
+    if head_file and not head and rows:
         return ChainReport(
             False, len(rows), len(rows),
             f"head anchor {head_path(derived_db).name} is missing: a deleted tail would go"
             " unnoticed",
         )  # fmt: skip
-    notes = []
-    for anchor in [a for a in (head, *anchors) if a is not None]:
+    for anchor in (a for a in anchors if a.chain == JOURNAL):
         if anchor.seq > len(rows):
             lost = anchor.seq - len(rows)
             return ChainReport(
@@ -503,6 +681,18 @@ def verify_chain(derived_db: Path | str, anchors: Sequence[Anchor] = ()) -> Chai
     if problems:
         return ChainReport(False, len(rows), None, "; ".join(problems))
     return ChainReport(True, len(rows), note="; ".join(notes))
+
+
+def reanchor(derived_db: Path | str, anchors: Sequence[Anchor] = ()) -> ChainReport:
+    """Write the head file anew from the tables, once the journal verifies without it (the file
+    was lost or damaged), against the other anchors given; the report after that."""
+    report = verify_chain(derived_db, anchors, head_file=False)
+    if not report.ok:
+        return report
+    with connect(derived_db) as con:
+        ensure_judge_schema(con)
+        write_head(con, derived_db)
+    return verify_chain(derived_db, anchors)
 
 
 # ------------------------------------------------------------------------------ reading
@@ -540,29 +730,37 @@ def redact(
     """Remove deleted vacancies and resumes from the journal, keeping it verifiable.
 
     A deleted vacancy loses its id and its whole ranking; a deleted resume leaves every
-    ranking it was in. Only values and nonces go; the commitments the hashes cover stay. The
-    ``rankings`` table is re-derived. Returns how many rows changed. Runs inside the caller's
-    transaction.
+    ranking it was in. Only values and nonces go; the commitments the hashes cover stay, and a
+    deletion record names every one redacted here (`ranking_redactions`). The ``rankings``
+    table is re-derived. Returns how many rows changed. Runs inside the caller's transaction;
+    the caller anchors the new heads once it commits (`write_head`).
     """
     ensure_judge_schema(con)
     vacancies, resumes = set(vacancy_ids), set(resume_ids)
     changed = 0
-    for seq, vid, ranking in con.execute(
-        "SELECT seq, vacancy_id, ranking FROM ranking_journal ORDER BY seq"
+    commits: list[str] = []
+    for seq, vid, vcommit, ranking in con.execute(
+        "SELECT seq, vacancy_id, vacancy_commit, ranking FROM ranking_journal ORDER BY seq"
     ).fetchall():
         items = json.loads(ranking)
         gone = vid in vacancies
-        kept = [
-            {"commit": i["commit"]} if gone or i.get("resume_id") in resumes else i for i in items
-        ]
+        kept = []
+        for item in items:
+            if "resume_id" in item and (gone or item["resume_id"] in resumes):
+                commits.append(item["commit"])
+                item = {"commit": item["commit"]}
+            kept.append(item)
         if kept == items and not gone:
             continue
         changed += 1
+        commits += [vcommit] if gone else []
         con.execute(
             "UPDATE ranking_journal SET ranking = ?"
             + (", vacancy_id = NULL, vacancy_version = NULL, vacancy_nonce = NULL" if gone else "")
             + " WHERE seq = ?",
             [json.dumps(kept, ensure_ascii=False), seq],
         )
+    if commits:
+        _record_redaction(con, commits)
     _derive_rankings(con, None)
     return changed

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hltm.errors import FULL, READ_ONLY, StoreError
 from hltm.llm.calls import Backend, LLMUsage
 from hltm.memory.inputs import read_project_inputs, read_tree, source_children
 from hltm.memory.models import LEVELS, MemoryNode, Placement, split_node_id
@@ -235,18 +236,35 @@ class Flow:
         self._store(due)
 
     def _store(self, contract_ids: list[str]) -> None:
-        """One write of these contracts' finished nodes, in id order; then their reports."""
-        done = sorted(
-            (pair for cid in contract_ids for pair in self.unstored.pop(cid, [])),
-            key=lambda pair: pair[0].report.node_id,
-        )
-        if not done:
-            return
-        self.builder.store.write(
-            [(o.node, vectors) for o, vectors in done],  # type: ignore[misc]
-            old=self.built,
-            drops={o.report.node_id: o.report.drops for o, _ in done},
-        )
+        """One write per contract of its finished nodes, in id order; then their reports. A
+        contract whose write fails (its collection refuses the items) fails its nodes, which
+        keep their last good versions and are marked incomplete; the other contracts go on. A
+        full or read-only disk stops the build: nothing more could be stored."""
+        for cid in sorted(contract_ids):
+            done = sorted(self.unstored.pop(cid, []), key=lambda pair: pair[0].report.node_id)
+            if not done:
+                continue
+            try:
+                self.builder.store.write(
+                    [(o.node, vectors) for o, vectors in done],  # type: ignore[misc]
+                    old=self.built,
+                    drops={o.report.node_id: o.report.drops for o, _ in done},
+                )
+            except StoreError as err:
+                if err.kind in (FULL, READ_ONLY):
+                    raise
+                self._not_stored(done, err)
+            except Exception as err:  # noqa: BLE001 - reported against each node of the contract
+                self._not_stored(done, err)
+            else:
+                self._report([o.report for o, _ in done])
+
+    def _not_stored(self, done: list[tuple[Outcome, np.ndarray]], err: Exception) -> None:
+        for outcome, _ in done:
+            report = outcome.report
+            report.status = "failed"
+            report.error = f"{report.node_id}: not stored: {type(err).__name__}: {err}"
+            self.incomplete[report.node_id] = (self.placements[report.node_id], report.error)
         self._report([o.report for o, _ in done])
 
     def _settle(self, node_ids: list[str]) -> None:

@@ -27,7 +27,8 @@ engine's: versions and ownership paths kept in memory and re-read when the file 
 cached by version, so no connection stays open while a query waits on an LLM); each row it
 yields passes the same subtree filter. An embedded
 Chroma view made stale by another process's writes is reopened once and asked again; a Chroma
-that cannot be reached is `VectorIndexUnavailable`, naming what is down.
+that cannot be reached, or an index that is damaged or on a full disk, is
+`VectorIndexUnavailable`, naming it and what to do.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import duckdb
 import numpy as np
 
 from hltm.embeddings import normalise
+from hltm.errors import UNAVAILABLE
 from hltm.memory.store import item_id
 from hltm.query.scope import MEMORY_TABLE, Scope
 from hltm.query.snapshot import (
@@ -58,12 +60,14 @@ from hltm.vectors import (
     VectorStore,
     collection_name,
     describe_index,
+    index_fault,
     is_replaced,
     is_stale_view,
     is_unreachable,
 )
 from hltm.warehouse import table_exists
 
+_RETRY = "retry in a moment; if it stays so, run `hltm refresh`"
 KINDS = ("facet", "qa", "summary")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
 MAX_STACKS = 256  # scopes whose stacked vectors are kept (within an eighth of the budget)
@@ -433,8 +437,10 @@ class ScopedMemory:
 
     def _unavailable(self, err: Exception) -> VectorIndexUnavailable:
         assert self._vectors is not None
-        where = describe_index(self._vectors.settings)
-        return VectorIndexUnavailable(f"{where} cannot be read: {str(err)[:300]}")
+        settings = self._vectors.settings
+        return index_fault(settings, err) or VectorIndexUnavailable(
+            describe_index(settings), f"cannot be read ({str(err)[:300]})", _RETRY, UNAVAILABLE
+        )
 
     def _tree(self, index: TreeIndex) -> TreeSnapshot:
         """The tree as this boundary first read it: one query's reads all see one state of the
@@ -732,7 +738,7 @@ class ScopedMemory:
                     self._collections.forget(memory_collection(self.scope.contract_id))
                 self._open_collection()
                 continue
-            if is_stale_view(failure) or is_unreachable(failure):
+            if is_stale_view(failure) or index_fault(self._vectors.settings, failure):
                 raise self._unavailable(failure) from failure
             raise failure
         raise AssertionError("unreachable")  # pragma: no cover

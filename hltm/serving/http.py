@@ -19,8 +19,9 @@ blocking runs on the event loop: token checks and queries run in worker threads,
 `concurrency` at once, with at most `queue` more waiting; past that, or when another process
 holds the DuckDB file longer than `db_wait_s`, the answer is 503 with `Retry-After` (busy,
 retry). A body over `MAX_BODY_BYTES` is refused (413) before it is parsed or any token is looked
-up; a question over `MAX_QUESTION_CHARS` is 400. A vector index that cannot be read is 503
-naming it.
+up; a question over `MAX_QUESTION_CHARS` is 400. A vector index or a DuckDB file that cannot be read is 503
+naming it and what to do; the server starts anyway (a damaged index fails only the requests that
+read it, until `hltm refresh` rebuilds it), and its query-log thread never stops on an error.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from hltm.errors import StoreError
 from hltm.query.access import TokenCache
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
@@ -220,8 +222,8 @@ def create_app(
         return _busy(f"busy, retry: {exc}")
 
     async def unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
-        log.warning("vector index unavailable: %s", exc)
-        return _busy(f"the vector index is unavailable: {exc}")
+        log.warning("store unavailable: %s", exc)
+        return _busy(f"unavailable: {exc}")
 
     return Starlette(
         routes=[
@@ -234,9 +236,24 @@ def create_app(
         exception_handlers={
             Busy: busy_handler,
             DatabaseBusy: busy_handler,
-            VectorIndexUnavailable: unavailable_handler,
+            StoreError: unavailable_handler,  # the vector index, or a file, cannot be used
         },
     )
+
+
+def start_engine(settings: Settings, limits: ServeLimits) -> QueryEngine:
+    """A serving process's engine, warmed up. A store that cannot be read now (a damaged
+    index, a full disk) is said once and served anyway: the requests that need it answer 503
+    naming it and what to do, and answer again once it is repaired (`hltm refresh`)."""
+    try:
+        engine = QueryEngine(settings, db_wait_s=limits.db_wait_s)
+    except VectorIndexUnavailable as err:  # a Chroma server that is down: nothing to serve
+        raise SystemExit(str(err)) from None
+    try:
+        engine.warm_up()
+    except StoreError as err:
+        log.error("serving without a warm start: %s", err)
+    return engine
 
 
 def _worker(
@@ -252,11 +269,7 @@ def _worker(
     only one. `counts` (one slot per worker, `index` this one's) balances the connections."""
     import uvicorn
 
-    try:
-        engine = QueryEngine(settings, db_wait_s=limits.db_wait_s)
-    except VectorIndexUnavailable as err:
-        raise SystemExit(str(err)) from None
-    engine.warm_up()
+    engine = start_engine(settings, limits)
     # The warm caches (tree, node contents, vectors) live as long as the process: moved out of
     # the collector's reach, they are no longer traversed by every full collection, which
     # stalled a worker's every request for 0.4–0.6 s every few seconds under 50 clients.

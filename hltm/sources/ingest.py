@@ -48,7 +48,7 @@ from hltm.sources.reading import FILE, LINE, SUFFIXES, FileRead, on_schema, read
 from hltm.sources.report import IngestReport, TableReport
 from hltm.sources.schema import LOAD_ORDER, TABLES, TABLES_BY_NAME, Table
 from hltm.sources.validation import reasons
-from hltm.warehouse import connect
+from hltm.warehouse import connect, store_fault
 
 CHANGE_SEQUENCE = "source_change_seq"
 DEPARTURES_TABLE = "source_departures"
@@ -313,6 +313,8 @@ def ingest_directory(
                 _load_table(con, table, reads, table_report, defaults)
                 con.execute("COMMIT")
             except Exception as err:  # noqa: BLE001 - reported per table; the others still load
+                if fault := store_fault(Path(sources_db), err):
+                    raise fault from err  # a full or damaged file fails every table alike
                 con.execute("ROLLBACK")
                 table_report = TableReport(name, files=table_report.files, notes=table_report.notes)
                 table_report.error = f"{type(err).__name__}: {err}".splitlines()[0]

@@ -28,9 +28,14 @@ MAX_ID_CHARS = 200
 MAX_SHORT_TEXT_CHARS = 2_000  # names, titles, headlines, reasons, requirement lines
 MAX_DOCUMENT_CHARS = 200_000  # about 50k tokens: far above any real resume or job posting
 
-# Printable ASCII with no space at either end: a sufficient condition for the canonical form,
-# cheap enough to test on every id column-wise (anything else goes through `id_problem`).
+# Printable ASCII with no space at either end, and no `RESERVED_IN_IDS`: a sufficient condition
+# for the canonical form, cheap enough to test on every id column-wise (anything else goes
+# through `id_problem`).
 CANONICAL_ASCII_ID = r"^[!-~](?:[ -~]*[!-~])?$"
+# Dagster refuses a partition key holding three periods in a row, and every project, seat,
+# contract and vacancy is a partition key. Every other character a store's names refuse is
+# mapped to a name it accepts (`hltm.vectors.collection_name`).
+RESERVED_IN_IDS = "..."
 
 
 def id_problem(value: str) -> str | None:
@@ -38,7 +43,7 @@ def id_problem(value: str) -> str | None:
 
     Canonical: 1 to `MAX_ID_CHARS` characters in Unicode NFC form, every character printable
     (no control, format or invisible characters; the only space allowed is an inner ASCII
-    space) and no whitespace at either end."""
+    space), no whitespace at either end, and no `RESERVED_IN_IDS`."""
     if not value:
         return "empty id"
     if len(value) > MAX_ID_CHARS:
@@ -52,6 +57,11 @@ def id_problem(value: str) -> str | None:
         return f"control or invisible character U+{ord(bad):04X} in id"
     if unicodedata.normalize("NFC", value) != value:
         return "id not in Unicode NFC form"
+    if RESERVED_IN_IDS in value:
+        return (
+            f"{RESERVED_IN_IDS!r} in id (three periods in a row: the Dagster partition keys that"
+            " track each node refuse it; rename the id)"
+        )
     return None
 
 

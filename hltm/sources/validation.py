@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from hltm.sources.reading import NESTED
-from hltm.sources.schema import CANONICAL_ASCII_ID, Column, Table, id_problem
+from hltm.sources.schema import CANONICAL_ASCII_ID, RESERVED_IN_IDS, Column, Table, id_problem
 
 _TRUE = ("true", "1", "yes", "y", "t")
 _FALSE = ("false", "0", "no", "n", "f")
@@ -79,7 +79,9 @@ def reasons(
                 )
             )
         if column.is_id:
-            odd = frame.filter(~c.str.contains(CANONICAL_ASCII_ID))[name]
+            odd = frame.filter(
+                ~c.str.contains(CANONICAL_ASCII_ID) | c.str.contains(RESERVED_IN_IDS, literal=True)
+            )[name]
             problems = {v: p for v, p in _by_value(odd, id_problem).items() if p}
             if problems:
                 why = {v: f"bad id in column '{name}': {p}: {v!r}" for v, p in problems.items()}

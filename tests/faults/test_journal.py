@@ -7,6 +7,7 @@ anchored outside the table (a head file, and the Dagster materialisation of each
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,16 +15,19 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata
+from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata, record_redactions
 from hltm.cli import main
 from hltm.judge.journal import (
     Publication,
     _derive_rankings,
+    _record_redaction,
     config_gate,
     head_path,
     journal_entries,
     publish_ranking,
+    redact,
     verify_chain,
+    write_head,
 )
 from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
@@ -118,8 +122,6 @@ def test_rankings_rows_added_or_removed_are_detected(tmp_path: Path) -> None:
 
 
 def test_redaction_keeps_the_chain_valid_and_removes_the_ids(tmp_path: Path) -> None:
-    from hltm.judge.journal import redact
-
     db = tmp_path / "derived.duckdb"
     _publish_rows(db, 3)
     gone = POOL[1].resume_id
@@ -162,3 +164,104 @@ def test_judge_verify_checks_the_dagster_anchor_too(settings: Settings) -> None:
     verify = runner.invoke(main, ["judge", "verify"])
     assert verify.exit_code == 1, verify.output
     assert "Dagster materialisation" in verify.output and "last 2 row(s)" in verify.output
+
+
+def _forge(db: Path, sql: str) -> None:
+    """An edit of the journal by hand, with `rankings` re-derived from it as a forger would."""
+    with connect(db) as con:
+        con.execute(sql)
+        _derive_rankings(con, None)
+
+
+def test_a_forged_redaction_is_detected_and_not_served(settings: Settings) -> None:
+    """Blanking a live ranking's top candidate to what a redaction looks like, and dropping it
+    from `rankings`: before, `judge verify` said intact and `judge show` served the new order."""
+    db = settings.derived_db
+    _publish_rows(db, 3)
+    with connect(db) as con:
+        (ranking,) = con.execute("SELECT ranking FROM ranking_journal WHERE seq = 3").fetchone()
+    items = json.loads(ranking)
+    items[0] = {"commit": items[0]["commit"]}
+    _forge(db, f"UPDATE ranking_journal SET ranking = '{json.dumps(items)}' WHERE seq = 3")
+    report = verify_chain(db)
+    assert not report.ok and report.first_bad_seq == 3
+    assert "ranking item 1 of row 3 is redacted, but no deletion record names it" in report.reason
+    shown = CliRunner().invoke(main, ["judge", "show", "vac-1"])
+    assert shown.exit_code == 1 and "not served" in shown.output and "#1" not in shown.output
+    assert "ranking item 1 of row 3 is redacted, but no deletion record" in shown.output
+
+
+def test_a_blanked_vacancy_is_detected_and_its_older_ranking_not_served(
+    settings: Settings,
+) -> None:
+    """Nulling the live row's vacancy fields made the row before it the live ranking."""
+    db = settings.derived_db
+    _publish_rows(db, 3)
+    _forge(
+        db,
+        "UPDATE ranking_journal SET vacancy_id = NULL, vacancy_version = NULL,"
+        " vacancy_nonce = NULL WHERE seq = 3",
+    )
+    report = verify_chain(db)
+    assert not report.ok and "its vacancy is redacted, but no deletion record" in report.reason
+    shown = CliRunner().invoke(main, ["judge", "show", "vac-1"])
+    assert shown.exit_code == 1 and "not served" in shown.output
+
+
+def test_legitimate_redactions_are_proved_and_a_forged_proof_is_caught_by_dagster(
+    tmp_path: Path,
+) -> None:
+    """A deletion's redactions verify (each named by a chained deletion record, anchored in the
+    head file and in Dagster). A forger who blanks an item and writes its "proof" into the
+    deletion records, rehashed, with the head file rewritten, fools the data dir alone; the
+    instance's anchor catches the rewritten record, and shows an appended one."""
+    db = tmp_path / "derived.duckdb"
+    _publish_rows(db, 3)
+    with connect(db) as con:
+        redact(con, [], [POOL[1].resume_id])
+        write_head(con, db)
+    assert verify_chain(db).ok
+    with dg.DagsterInstance.ephemeral() as instance:
+        record_redactions(instance, db)
+        assert chain_check(instance, db).ok
+        with connect(db) as con:
+            (ranking,) = con.execute("SELECT ranking FROM ranking_journal WHERE seq = 3").fetchone()
+            items = json.loads(ranking)
+            items[0] = {"commit": items[0]["commit"]}
+            con.execute("UPDATE ranking_journal SET ranking = ? WHERE seq = 3", [json.dumps(items)])
+            (proof,) = con.execute("SELECT commits FROM ranking_redactions").fetchone()
+            con.execute("DELETE FROM ranking_redactions")
+            _record_redaction(con, [*json.loads(proof), items[0]["commit"]])
+            _derive_rankings(con, None)
+            write_head(con, db)
+        assert verify_chain(db).ok  # the data dir alone is fooled
+        report = chain_check(instance, db)
+        assert not report.ok, report.summary()
+        assert "deletion record 1 differs from the one in the latest Dagster" in report.reason
+        with connect(db) as con:  # an appended "proof" instead: shown beside the anchor
+            con.execute("DELETE FROM ranking_redactions")
+            _record_redaction(con, json.loads(proof))
+            write_head(con, db)
+        record_redactions(instance, db)
+        with connect(db) as con:
+            _record_redaction(con, [items[0]["commit"]])
+            write_head(con, db)
+        report = chain_check(instance, db)
+    assert "1 deletion record(s) after the latest Dagster observation" in report.summary()
+
+
+def test_a_damaged_head_file_is_one_clear_line_and_can_be_written_anew(
+    settings: Settings,
+) -> None:
+    db = settings.derived_db
+    _publish_rows(db, 2)
+    head_path(db).write_text("")  # what a crash on a full disk can leave
+    report = verify_chain(db)
+    assert not report.ok and f"the head file {head_path(db)} cannot be read" in report.reason
+    runner = CliRunner()
+    verify = runner.invoke(main, ["judge", "verify"])
+    assert verify.exit_code == 1 and "--reanchor" in verify.output, verify.output
+    assert verify.exception is None or isinstance(verify.exception, SystemExit)
+    fixed = runner.invoke(main, ["judge", "verify", "--reanchor"])
+    assert fixed.exit_code == 0 and "intact" in fixed.output, fixed.output
+    assert verify_chain(db).ok

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -38,28 +37,17 @@ from hltm.query.engine import QueryEngine, validate_citations
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
 from hltm.serving.api import MAX_QUESTION_CHARS
-from hltm.serving.http import MAX_BODY_BYTES, ServeLimits, create_app
+from hltm.serving.http import MAX_BODY_BYTES, ServeLimits, create_app, start_engine
 from hltm.settings import Settings
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import connect
 from hltm_devkit.openai_server import LocalOpenAIServer
-from tests.support.query import BuiltWorld, built_world  # noqa: F401
+from tests.support.query import BuiltWorld, built_world, private_copy  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_S = 1.5
 DB_WAIT_S = 2.0  # the test server's bound on waiting for a DuckDB file another process holds
 UNBOUNDED_RETRIES_S = 50.0  # how long `ask` retried a held DuckDB file before it had a bound
-
-
-def _copy(world: BuiltWorld, tmp_path: Path) -> Settings:
-    """A private copy of the built world's stores (these tests change them)."""
-    data = tmp_path / "data"
-    data.mkdir()
-    src = world.settings.data_dir
-    for name in ("derived.duckdb", "sources.duckdb"):
-        shutil.copy2(src / name, data / name)
-    shutil.copytree(src / "chroma", data / "chroma")
-    return replace(world.settings, data_dir=data)
 
 
 def _other_process(code: str, *args: str) -> subprocess.Popen[str]:
@@ -169,7 +157,7 @@ def _free_port() -> int:
 def served(built_world: BuiltWorld, tmp_path: Path) -> Iterator[tuple[str, Settings]]:  # noqa: F811
     import uvicorn
 
-    settings = _copy(built_world, tmp_path)
+    settings = private_copy(built_world, tmp_path)
     engine = QueryEngine(settings)
     limits = ServeLimits(concurrency=4, queue=8, db_wait_s=DB_WAIT_S)
     port = _free_port()
@@ -299,7 +287,7 @@ def test_a_stale_embedded_chroma_client_is_reopened(
     built_world: BuiltWorld,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    settings = _copy(built_world, tmp_path)
+    settings = private_copy(built_world, tmp_path)
     engine = QueryEngine(settings, log_queries=False)
     pid = built_world.projects()[0]
     before = engine.ask(Identity("project", pid), "What is this role about?")
@@ -335,7 +323,7 @@ def test_an_answer_with_only_invalid_citations_is_flagged(
 ) -> None:
     from starlette.testclient import TestClient
 
-    settings = _copy(built_world, tmp_path)
+    settings = private_copy(built_world, tmp_path)
     engine = QueryEngine(settings, llm=LLM(_CitesOutsideContext(), "offline-invalid-cites"))
     seat = built_world.seats()[0]
     result = engine.ask(Identity("seat", seat), "Where do I usually hire?")
@@ -373,13 +361,34 @@ def test_a_chroma_server_that_is_down_is_named(
     assert "Traceback" not in out.output
 
 
+def test_a_server_starts_on_a_damaged_index_and_answers_503_naming_it(
+    built_world: BuiltWorld,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Before: a truncated `chroma.sqlite3` was a traceback, and `hltm serve` died at start."""
+    from starlette.testclient import TestClient
+
+    settings = private_copy(built_world, tmp_path)
+    _, token = create_token(settings.derived_db, Identity("seat", built_world.seats()[0]))
+    index = settings.chroma_path / "chroma.sqlite3"
+    with index.open("r+b") as f:
+        f.truncate(index.stat().st_size // 2)
+    engine = start_engine(settings, ServeLimits())
+    with TestClient(create_app(engine)) as client:
+        assert client.get("/healthz").status_code == 200
+        answer = client.post("/v1/ask", json={"question": "Where?"}, headers=_auth(token))
+    assert answer.status_code == 503, answer.text
+    assert f"the embedded Chroma index at {settings.chroma_path}: damaged" in answer.text
+    assert "run `hltm refresh`" in answer.text
+
+
 def test_readers_never_fail_while_the_embedded_client_is_reopened(
     built_world: BuiltWorld,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     """A reopen (another process rebuilt the memory) closes the client every thread shares:
     queries in flight finish on the old one, later ones use the new one, none fails."""
-    settings = _copy(built_world, tmp_path)
+    settings = private_copy(built_world, tmp_path)
     engine = QueryEngine(settings, log_queries=False)
     projects = built_world.projects()[:4]
     errors: list[str] = []
@@ -432,7 +441,7 @@ def test_document_ids_cited_count_for_their_nodes_and_only_node_ids_are_offered(
     slow_llm: LocalOpenAIServer,
     tmp_path: Path,
 ) -> None:
-    settings = _copy(built_world, tmp_path)
+    settings = private_copy(built_world, tmp_path)
     engine = _remote_engine(settings, slow_llm)
     pid = built_world.projects()[0]
     # A small model on a json_object server cites the documents its context names.
@@ -477,7 +486,7 @@ def test_ask_prints_the_unsupported_warning_once(
     slow_llm: LocalOpenAIServer,
     tmp_path: Path,
 ) -> None:
-    settings = _copy(built_world, tmp_path)
+    settings = private_copy(built_world, tmp_path)
     slow_llm.inject("unknown_ids", times="always")  # every citation outside the context
     env = {
         **os.environ,

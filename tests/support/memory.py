@@ -4,6 +4,7 @@ Dagster harness that runs the memory assets and the sensor on a test's own store
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -166,3 +167,38 @@ class MemoEmbedder(CachedEmbedder):
 def hashing_builder(settings: Settings, config: MemoryConfig):  # type: ignore[no-untyped-def]
     """A memory builder with the hashing embedder: fast, and exact between runs."""
     return builder_from_settings(settings, config=config, embedder=MemoEmbedder(HashingEmbedder()))
+
+
+def one_project_per_contract(src: Path, contracts: list[str]) -> Path:
+    """Source files of the smallest tree per contract: one seat, one project, one posting (seat
+    `s<i>`, project `p<i>`, document `d<i>` under the i-th contract)."""
+    tables = {
+        "contracts": [{"contract_id": c, "name": f"Org {c}"} for c in contracts],
+        "seats": [
+            {"seat_id": f"s{i}", "contract_id": c, "recruiter_name": "Ann"}
+            for i, c in enumerate(contracts)
+        ],
+        "projects": [
+            {
+                "project_id": f"p{i}",
+                "seat_id": f"s{i}",
+                "title": "Backend engineer",
+                "status": "open",
+            }
+            for i in range(len(contracts))
+        ],
+        "project_documents": [
+            {
+                "document_id": f"d{i}",
+                "project_id": f"p{i}",
+                "kind": "job_description",
+                "text": "Senior backend engineer in Berlin, hybrid, Python and PostgreSQL.",
+            }
+            for i in range(len(contracts))
+        ],
+    }
+    src.mkdir()
+    for table, rows in tables.items():
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        (src / f"{table}.jsonl").write_text(text, encoding="utf-8")
+    return src

@@ -7,7 +7,8 @@ memory builder's full-build path, on its own data directory.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,17 @@ def build_world(tmp_path_factory: pytest.TempPathFactory, world_files: Path) -> 
     gt = json.loads((world_files / "ground_truth.json").read_text(encoding="utf-8"))
     _BUILT["world"] = BuiltWorld(settings, world_files, gt)
     return _BUILT["world"]
+
+
+def private_copy(world: BuiltWorld, tmp_path: Path) -> Settings:
+    """A private copy of the built world's stores, for a test that changes them."""
+    data = tmp_path / "data"
+    data.mkdir()
+    src = world.settings.data_dir
+    for name in ("derived.duckdb", "sources.duckdb"):
+        shutil.copy2(src / name, data / name)
+    shutil.copytree(src / "chroma", data / "chroma")
+    return replace(world.settings, data_dir=data)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,116 @@
+"""One memory refresh and one judge run at a time per data dir, however they were started.
+
+`hltm refresh` runs its jobs in its own process, outside Dagster's run queue: before, a second
+`hltm refresh` started while one was running built the same nodes again (every LLM call paid
+twice), and two `hltm judge run`s judged the same pairs twice. Now the second one says what is
+running, waits for it to end, and then finds current what the first one built."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from hltm.cli.dagster_runs import dagster_home, run_job
+from hltm.memory import builder_from_settings
+from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock, running
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
+from tests.support.memory import make_harness, one_project_per_contract
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
+
+
+def _wait_until(condition: Callable[[], object], what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.05)
+
+
+HOLD = """
+import sys
+from pathlib import Path
+from hltm.runlock import run_lock
+with run_lock(Path(sys.argv[1]), sys.argv[2], sys.argv[3]):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def _holder(data_dir: Path, work: str, who: str) -> subprocess.Popen[str]:
+    """Another process at `work` (as `who`) until a line reaches its stdin."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HOLD), str(data_dir), work, who],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stdout.readline().strip() == "held"
+    return process
+
+
+def _release(process: subprocess.Popen[str]) -> None:
+    assert process.stdin is not None
+    process.stdin.write("done\n")
+    process.stdin.flush()
+    process.wait(timeout=30)
+
+
+def test_a_second_refresh_waits_for_the_first_and_builds_nothing_twice(
+    settings: Settings,
+    tmp_path: Path,
+    cli_jobs_from: Callable[[dg.Definitions], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    export = one_project_per_contract(tmp_path / "export", ["c1", "c2"])
+    assert ingest_directory(export, settings.sources_db).quarantined == 0
+    cli_jobs_from(make_harness(settings).defs)
+    dagster_home()
+    first = _holder(settings.data_dir, MEMORY_REFRESH, "run 1a2b3c4d (refresh_memory_tree)")
+    second: list[Any] = []
+    # `hltm refresh` while the first one runs: it says what runs, then waits in its run.
+    thread = threading.Thread(
+        target=lambda: second.append(run_job("refresh_memory_tree", ALL_STALE))
+    )
+    try:
+        thread.start()
+        _wait_until(lambda: "waiting:" in capsys.readouterr().err, "told what runs")
+        builder_from_settings(settings).full_build().raise_for_failures()  # the first one's work
+        assert thread.is_alive() and not second
+    finally:
+        _release(first)
+        thread.join(timeout=300)
+    assert second[0].success
+    assert not second[0].get_asset_materialization_events()  # it found the tree current
+
+
+def test_the_lock_is_held_across_processes_and_says_who_holds_it(tmp_path: Path) -> None:
+    """A judge run in another process: this one is told what runs, and waits for it."""
+    holder = _holder(tmp_path, JUDGE_RUN, "run 0badc0de (judge_refresh)")
+    try:
+        what = running(tmp_path, JUDGE_RUN)
+        assert what is not None
+        assert what.startswith("a judge run is running: run 0badc0de (judge_refresh), process")
+        told: list[str] = []
+        entered = threading.Event()
+
+        def second() -> None:
+            with run_lock(tmp_path, JUDGE_RUN, "run 2", told.append):
+                entered.set()
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        _wait_until(lambda: told, "told what runs")
+        assert told == [what] and not entered.is_set()
+    finally:
+        _release(holder)
+    thread.join(timeout=30)
+    assert entered.is_set() and running(tmp_path, JUDGE_RUN) is None
