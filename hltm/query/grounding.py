@@ -27,18 +27,17 @@ from typing import Any
 
 from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
-from hltm.query.parse import FIELD_CUES
+from hltm.query.parse import CUES
 
-_NUMBER = re.compile(r"\d[\d,. ]*\d|\d")
+_NUMBER = re.compile(r"\d{1,3}(?:[,. ]\d{3})+(?!\d)|\d+(?:[.,]\d+)?")  # 85,000 · 85 000 · 4250
 _NAME = re.compile(r"\b[A-ZА-ЯЁ][\w'’-]+")
 _CALENDAR = {n.casefold() for n in (*calendar.month_name, *calendar.day_name) if n}
-_CUES = {field: re.compile(pattern, re.IGNORECASE) for field, pattern in FIELD_CUES.items()}
 
 
 def _numbers(text: str) -> set[str]:
     out = set()
     for match in _NUMBER.finditer(text):
-        digits = re.sub(r"\D", "", match.group(0).rstrip(".,"))
+        digits = re.sub(r"\D", "", match.group(0))
         if len(digits) >= 3:
             out.add(digits.lstrip("0") or "0")
     return out
@@ -65,7 +64,7 @@ def _field_values(items: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
         if "field" in item:
             out.setdefault(item["field"], set()).add(str(item.get("value", "")))
         elif item.get("question") and item.get("answer"):
-            for field, cue in _CUES.items():
+            for field, cue in CUES.items():
                 if cue.search(item["question"]):
                     out.setdefault(field, set()).add(str(item["answer"]))
     return out

@@ -2,21 +2,31 @@
 
 It receives exactly what an LLM would (the question, its parsed pairs, and the retrieved
 `facets`, `qa`, `summaries` and — for the baselines — raw `passages`) and returns the same JSON
-`{rationale, answer, citation}`. It cites only node ids present in its input, by construction.
+`{rationale, answer, citation, in_memory}`. It cites only node ids present in its input, by
+construction, and claims no more than they state: when they do not state what was asked about
+the subject the question names (`subject.py`), `in_memory` is false, the answer says so, and the
+nodes found nearest are named as a hint.
 
-* preferences ("where do I usually hire?") — for each asked field, the values of the most
-  aggregated nodes in the context (a seat's or contract's facets, ranked by how many children
-  support them); without aggregated facets, values are counted across the projects in the
-  context (or found in passages with the shared vocabularies); values at least half as
-  supported as the best are kept.
+* fields ("where do I usually hire?", "what salary is offered?") — for each field asked without
+  a value, over the nodes about the question's subject (the values it gives, the projects its
+  words name): the values of the most aggregated nodes in the context (a seat's or contract's
+  facets, ranked by how many children support them); without aggregated facets, values are
+  counted across the projects in the context (or found in passages with the shared
+  vocabularies); values at least half as supported as the best are kept. Nothing stated is not
+  in memory.
 * a field asked without a value at a contract or seat scope ("which roles do we usually hire
-  for?") — every distinct value the branches below the scope state (the retriever brings one
-  node per branch), with how many projects state it, citing each node.
+  for?") — every distinct value the scope's projects state (the retriever lists them all), each
+  project counted once per value, citing each project.
+* a field asked about a person of a transcript ("which cities has John been to?") — the values
+  named in what the passages about that person say.
 * find_projects ("which projects hire X in Y?") — every project in the context whose memory
-  states all the valued pairs (facet values first, then its QA answers, summary and passages).
+  states all the valued pairs (facet values first, then its QA answers, summary and passages);
+  none is not in memory, the closest as a hint.
 * lookup — the context sentence (of prepared answers, summaries, passages) closest to the
   question in meaning (bundled e5) and terms, citing its node and every other node whose best
-  sentence is nearly as close (at most 3); else the best prepared QA answer or summary.
+  sentence is nearly as close (at most 3); else the best prepared QA answer or summary. Not in
+  memory when the statements holding the question's words are about another person or place
+  (`_off_subject`).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
 from hltm.query.offline.subject import Span, Subject, about, named, node_texts, speakers
 from hltm.query.offline.subject import spans as context_spans
-from hltm.query.parse import FIELD_CUES
+from hltm.query.parse import CUES
 
 Payload = dict[str, Any]
 NO_ANSWER = "The retrieved memory does not answer this question."
@@ -54,7 +64,6 @@ _TEXT_TERMS = {
     "skill": lx.SKILLS_ALL,
     "language": lx.LANGUAGES,
 }
-_CUES = {field: re.compile(pattern, re.IGNORECASE) for field, pattern in FIELD_CUES.items()}
 
 
 def _norm(value: str) -> str:
@@ -162,7 +171,7 @@ def _field_values(payload: Payload, field: str) -> tuple[list[str], list[str], s
         values, nodes = _rank(weights, spelling, backers)
         return values, nodes, "aggregated facets" if top < 2 else "project facets"
 
-    cue = _CUES.get(field)
+    cue = CUES.get(field)
     texts: list[tuple[int, str, str]] = []  # (depth, node id, text)
     for qa in payload.get("qa", []):
         if cue is not None and cue.search(qa.get("question", "")):
@@ -221,7 +230,7 @@ def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
 
 
 def _qa_for_field(payload: Payload, field: str) -> dict[str, Any] | None:
-    cue = _CUES.get(field)
+    cue = CUES.get(field)
     items = payload.get("qa", [])
     if cue is None:
         return None
