@@ -75,12 +75,12 @@ def _texts(payload: Payload) -> list[tuple[str, str, float]]:
 
 
 def speakers(payload: Payload) -> list[str]:
-    """The speakers of the context's passages, as they spell themselves."""
-    lines = [
-        _TAG.sub("", sentence)
-        for text, _, _ in _texts(payload)
-        for sentence, _ in lx.sentences(text)
-    ]
+    """The speakers of the context's passages (prepared answers and raw passages, which quote
+    the sources; not summaries, whose "Requirements: …" lines the build writes), as they spell
+    themselves."""
+    texts = [q["answer"] for q in payload.get("qa", [])]
+    texts += [x.get("text", "") for x in payload.get("passages", [])]
+    lines = [sentence for text in texts for sentence, _ in lx.sentences(text)]
     labels = lx.speaker_labels(lines)
     spelt: dict[str, str] = {}
     for line in lines:
