@@ -75,12 +75,16 @@ def _texts(payload: Payload) -> list[tuple[str, str, float]]:
 
 
 def speakers(payload: Payload) -> list[str]:
-    """The speakers of the context's passages (prepared answers and raw passages, which quote
-    the sources; not summaries, whose "Requirements: …" lines the build writes), as they spell
-    themselves."""
-    texts = [q["answer"] for q in payload.get("qa", [])]
-    texts += [x.get("text", "") for x in payload.get("passages", [])]
-    lines = [sentence for text in texts for sentence, _ in lx.sentences(text)]
+    """The speakers of the passages the context quotes (prepared answers, raw passages, and a
+    summary's quotes, which carry their document's id — not its own lines such as
+    "Requirements: …"), as they spell themselves."""
+    summaries = {x.get("summary", "") for x in payload.get("summaries", [])}
+    lines = [
+        _TAG.sub("", sentence)
+        for text, _, _ in _texts(payload)
+        for sentence, _ in lx.sentences(text)
+        if text not in summaries or _TAG.match(sentence)
+    ]
     labels = lx.speaker_labels(lines)
     spelt: dict[str, str] = {}
     for line in lines:
