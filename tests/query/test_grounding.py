@@ -82,6 +82,9 @@ def test_a_model_answering_from_a_neighbouring_project_or_field_is_unsupported(
     engine = _remote(own_export, server)
     honest = engine.ask(FINANCE, SALARY_QUESTION)
     assert honest.status == "answered" and "85,000" in honest.answer, honest.answer
+    # "Not in memory" is an answer of the schema: the model says so, and cites nothing.
+    unknown = engine.ask(Identity("seat", "northwind-kitchens"), "What salary is offered?")
+    assert unknown.status == "not_in_memory" and unknown.citations == []
     server.inject("neighbour_project", times="always", match="Answer the question")
     other_project = engine.ask(FINANCE, SALARY_QUESTION)
     assert other_project.citations == honest.citations and "60,000" in other_project.answer

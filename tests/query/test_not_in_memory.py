@@ -62,7 +62,10 @@ def test_a_place_the_seat_never_hired_in_is_not_in_memory_over_http(
             json={"question": "What did we pay catering chefs in Boston?"},
             headers={"Authorization": f"Bearer {token}"},
         )
+        spec = client.get("/openapi.json").json()
     body = reply.json()
+    status = spec["components"]["schemas"]["AskResponse"]["properties"]["status"]
+    assert "not_in_memory" in status["enum"]
     assert reply.status_code == 200 and body["status"] == "not_in_memory", body
     assert body["not_in_memory"] is True and body["citations"] == []
     assert not any(s in body["answer"] for s in FINANCE_SALARIES), body["answer"]
