@@ -536,7 +536,7 @@ def _off_subject(
     name, whose words and meaning would favour whatever that person said about anything.
     Evidence about no one in particular decides nothing, and a question naming no one, or two
     people, is not judged by person."""
-    people = speakers(payload)
+    people = subject.speakers
     naming = [w for w in re.findall(r"\S+", question) if named(w.strip("?!.,;:"), people)]
     names = {t for w in naming for t in terms(w)} | {t for p in people for t in terms(p)}
     evidence = _evidence(payload, question, spans, meaning, names)
@@ -562,7 +562,7 @@ def _said_of(payload: Payload, subject: Subject, fields: list[str]) -> Payload |
     """The asked fields' values the passages about the person the question names state ("which
     cities has John been to?": the places his own words name), in order of appearance; None when
     they state none (or the field has no vocabulary to read text with)."""
-    people = speakers(payload)
+    people = subject.speakers
     spans = [s for s in context_spans(payload, people) if not _ASKS.search(s.text)]
     about_them = [s for s in spans if subject.people & about(s, people)]
     lines, cited = [], []
@@ -610,9 +610,8 @@ def _lookup(payload: Payload, subject: Subject | None = None) -> Payload:
     memory when the sentences that state it are about another subject (`_off_subject`), with
     that sentence as the hint."""
     question = str(payload.get("question") or "")
-    people = speakers(payload)
-    subject = subject or Subject.of(payload, question, people)
-    spans = context_spans(payload, people)
+    subject = subject or Subject.of(payload, question, speakers(payload))
+    spans = context_spans(payload, subject.speakers)
     found: list[tuple[str, str, float]] = []
     off = None
     if spans and terms(question):

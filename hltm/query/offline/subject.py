@@ -162,6 +162,7 @@ class Subject:
 
     people: set[str] = field(default_factory=set)
     places: set[str] = field(default_factory=set)
+    speakers: list[str] = field(default_factory=list)  # every person of the context
     nodes: set[str] = field(default_factory=set)  # projects whose titles the question names
     words: list[str] = field(default_factory=list)  # the words that name them
 
@@ -177,7 +178,7 @@ class Subject:
             w for w in asked if 0 < sum(w in held for held in labels.values()) < len(labels)
         )
         nodes = {n for n, held in labels.items() if any(w in held for w in words)}
-        return cls(named(question, people), places(question), nodes, words)
+        return cls(named(question, people), places(question), people, nodes, words)
 
     def states_places(self, text: str) -> bool:
         return self.places <= places(text)
