@@ -181,7 +181,9 @@ class LLM:
                 reply = send_request(self.backend, request)
             except TransportError as err:
                 completion = count_tokens(err.completion) if err.completion else 0
-                self._count(spent, err.prompt_tokens, completion, started, True, retry=sent > 0)
+                self._count(
+                    spent, err.prompt_tokens, completion, started, True, sent > 0, err.interrupted
+                )
                 sent += 1
                 if err.adapted and adaptations > 0:
                     adaptations -= 1
@@ -218,10 +220,10 @@ class LLM:
         started: float,
         failed: bool,
         retry: bool,
+        interrupted: bool = False,
     ) -> None:
-        one = LLMUsage(
-            1, prompt, completion, int(failed), time.perf_counter() - started, int(retry)
-        )
+        elapsed = time.perf_counter() - started
+        one = LLMUsage(1, prompt, completion, int(failed), elapsed, int(retry), int(interrupted))
         spent.add(one)
         with self._lock:
             self.usage.add(one)
