@@ -563,6 +563,7 @@ def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
     settings = remote(server, memory_world, llm_max_retries=1)
     pid = sorted(read_world(settings.sources_db).projects)[0]
     server.inject("schema_violation", times="always", match=f'"project_id": "{pid}"')
+    server.inject("interrupted_stream", times=1)  # some node's stream, cut off by the server
     defs = _shared.memory_definitions(settings)
     job = defs.get_job_def("rebuild_memory_tree")
     result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
@@ -581,6 +582,8 @@ def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
     assert calls == server.stats.chat_requests
     completion = sum(m["completion_tokens"].value for m in [*failed, *built])
     assert completion == server.stats.completion_tokens
+    interrupted = sum(m["llm_interrupted"].value for m in [*failed, *built])
+    assert interrupted == server.stats.interrupted == 1
 
 
 def test_a_run_stopped_halfway_keeps_the_metadata_of_the_nodes_it_stored(
