@@ -3,7 +3,8 @@
 Nothing here knows about the sample generator: these are general recruiting vocabularies
 (a gazetteer of hiring locations, work-mode / employment-type / seniority keywords, a tech and
 business skills list, salary and experience patterns), each mapped to one canonical English value
-so that facets from different projects, languages and spellings aggregate together.
+so that facets from different projects, languages and spellings aggregate together. The terms
+are data (`lexicon.toml` beside this module); the patterns that read sentences stay here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from hltm.memory.salary import find_salaries as read_salaries
 from hltm.vocabulary import load
 
-_DATA = load(__package__, "lexicon")  # the terms themselves: lexicon.toml beside this file
+_DATA = load(__package__, "lexicon")
 
 # The facet fields the extractors produce, in the order their questions come first, and how a
 # sentence names each (any other field follows alphabetically).
