@@ -411,19 +411,6 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
     assert json.loads(stored.read_text())[key]["response_format"] == "json_object_schema"
 
 
-def test_a_format_remembered_before_the_schema_rung_existed_tries_that_rung() -> None:
-    from hltm.llm.openai_backend import EndpointProfile
-
-    # A profile learnt as json_schema → json_object: json_object with a schema is richer.
-    legacy = EndpointProfile.from_json({"response_format": "json_object"})
-    assert legacy.response_format == "json_object_schema"
-    assert EndpointProfile.from_json({"response_format": "text"}).response_format == (
-        "json_object_schema"
-    )
-    learnt = EndpointProfile.from_json(legacy.as_json())
-    assert (learnt.response_format, learnt.accepted) == ("json_object_schema", True)
-
-
 # --------------------------------------------------------------------------- streaming
 
 

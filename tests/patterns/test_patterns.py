@@ -468,33 +468,6 @@ def _write_log(db, records: list[QueryRecord]) -> None:  # type: ignore[no-untyp
             )
 
 
-def test_a_query_log_kept_in_the_derived_file_moves_to_its_own_file(settings) -> None:  # type: ignore[no-untyped-def]
-    """An older data dir kept `query_log` in the derived file (without `status`): the next read
-    moves every row, once, and a deletion then reaches them in the log's own file."""
-    from hltm.query.log import QUERY_LOG_TABLE, adopt_legacy_log, forget_queries, read_query_log
-    from hltm.warehouse import table_exists
-
-    _write_log(
-        settings.derived_db,
-        _log("Who owns the {title} budget?", ["seat:a", "seat:b"], ["QA", "BI"]),
-    )
-    with connect(settings.derived_db) as con:
-        con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} DROP COLUMN status")
-    _write_log(
-        log_path(settings.derived_db), _log("Where is the {title} team?", ["seat:c"], ["QA"])
-    )
-
-    rows = read_query_log(settings.derived_db)
-    assert sorted(r["identity_id"] for r in rows) == ["a", "b", "c"]
-    assert [r["status"] for r in rows if r["identity_id"] == "a"] == [None]
-    with connect(settings.derived_db) as con:
-        assert not table_exists(con, QUERY_LOG_TABLE)
-    assert adopt_legacy_log(settings.derived_db) == 0
-    assert len(read_query_log(settings.derived_db)) == 3
-    assert forget_queries(settings.derived_db, {"seat:b"}) == 1
-    assert sorted(r["identity_id"] for r in read_query_log(settings.derived_db)) == ["a", "c"]
-
-
 def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dagster as dg
 
