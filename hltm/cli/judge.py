@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, realdata_option, settings
 from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.query import eval_group
 
@@ -119,7 +119,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 
 
 @judge.command(name="run")
-@click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these (default: all).")
+@click.option("--vacancy", "vacancies", multiple=True, help="Only these (default: all).")
 @click.option("--budget", type=int, default=0, help="Cold evaluations (default: 3000).")
 @click.option("--workers", type=int, default=0, help="Parallel LLM calls (default: 5).")
 @click.option(
@@ -156,7 +156,7 @@ def show(vacancy_id: str, top: int, quotes: int) -> None:
         fail("; ".join(problems) + " — not served (run `hltm judge verify`)")
     lines = _top_lines(vacancy_id, top, quotes)
     if not lines:
-        fail(f"no published ranking for {vacancy_id} (run `hltm judge run -v {vacancy_id}`)")
+        fail(f"no published ranking for {vacancy_id} (run `hltm judge run --vacancy {vacancy_id}`)")
     click.echo(calibration_line(vacancy_id))
     click.echo("\n".join(lines))
 
@@ -238,15 +238,6 @@ def golden() -> None:
     """The frozen golden set: evaluate, check the pins, re-freeze (on purpose only)."""
 
 
-_REALDATA_OPTION = click.option(
-    "--realdata",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Folder with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata;"
-    " the README's 'Try it on real data' says where each set comes from).",
-)
-
-
 _SETS = ["all", "sample", "real", "indeed"]
 
 
@@ -284,14 +275,14 @@ def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
 
 
 @golden.command()
-@click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these vacancies.")
+@click.option("--vacancy", "vacancies", multiple=True, help="Only these vacancies.")
 @click.option("--per-vacancy", is_flag=True, help="Also print per-vacancy strict P@10.")
 @click.option("--workers", default=5, show_default=True)
 @click.option(
     "--set", "which", type=click.Choice(_SETS), default="all", show_default=True,
     help="The sample-world set, the livecareer or the Indeed real set, or all side by side.",
 )  # fmt: skip
-@_REALDATA_OPTION
+@realdata_option
 @click.option("--json-out", type=click.Path(path_type=Path), default=None)
 def evaluate(
     vacancies: tuple[str, ...],
@@ -338,7 +329,7 @@ def evaluate(
 @golden.command()
 @click.option("--full", is_flag=True, help="Re-embed every resume instead of spot-checking.")
 @click.option("--set", "which", type=click.Choice(_SETS), default="all", show_default=True)
-@_REALDATA_OPTION
+@realdata_option
 def check(full: bool, which: str, realdata: Path | None) -> None:
     """Re-measure the pinned cosine baselines; exit 1 if one no longer reproduces."""
     from hltm.embeddings import make_embedder
@@ -360,7 +351,7 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
 @click.option(
     "--set", "which", type=click.Choice(_SETS[1:]), default="sample", show_default=True
 )  # fmt: skip
-@_REALDATA_OPTION
+@realdata_option
 @click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
 def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
     """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
@@ -375,7 +366,7 @@ def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
 
 @golden.command(name="freeze-real")
 @click.option("--set", "which", type=click.Choice(_SETS[2:]), default="real", show_default=True)
-@_REALDATA_OPTION
+@realdata_option
 @click.option("--force", is_flag=True, help="Overwrite the existing frozen real set.")
 def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
     """Label a real set by the rule in its spec.json and pin its cosine baseline.
@@ -472,7 +463,7 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
 
 
 @eval_group.command("titles")
-@_REALDATA_OPTION
+@realdata_option
 def eval_titles(realdata: Path | None) -> None:
     """How well the resume reader finds job titles: precision and recall on the Indeed resumes'
     human Designation spans and on the livecareer resumes' first lines."""

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, realdata_option, settings
 
 _LEVELS = ("contract", "seat", "project")
 T = TypeVar("T")
@@ -131,7 +131,16 @@ def serve(
     log_flush: float,
     access_log: bool,
 ) -> None:
-    """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
+    """Serve the HTTP API with uvicorn; every /v1/ request needs a bearer token from `hltm
+    token create`, and reads only the subtree of the token's identity:
+
+    \b
+      POST /v1/ask                    a cited answer from the memory, with its cost
+      GET  /v1/whoami                 the token's identity and scope
+      GET  /v1/rankings/{vacancy_id}  a vacancy's current ranking (?top=10)
+      GET  /healthz                   liveness, no token
+      GET  /openapi.json              the OpenAPI description of all of these
+    """
     from hltm.serving.http import ServeLimits, default_workers
     from hltm.serving.http import serve as run
 
@@ -262,10 +271,6 @@ def eval_memory(
         click.echo(f"\nwrote {json_path}")
 
 
-_REALDATA_HELP = (
-    "Directory with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata"
-    " beside the repository; the README's 'Try it on real data' says where each set comes from)."
-)
 _KEEP_HELP = "Keep the evaluation's data directory here (its embedding cache makes reruns fast)."
 
 
@@ -280,13 +285,11 @@ def _write_json(path: Path | None, data: object) -> None:
     "--set", "which", type=click.Choice(["en", "ru", "both"]), default="both", show_default=True
 )
 @click.option("--limit", type=int, default=None, help="Only the first N postings of each set.")
-@click.option(
-    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
-)
+@realdata_option
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
 def eval_facets(
-    which: str, limit: int | None, data_dir: Path | None, keep: Path | None, json_path: Path | None
+    which: str, limit: int | None, realdata: Path | None, keep: Path | None, json_path: Path | None
 ) -> None:
     """Facet extraction P/R/F1 per field on real EN and RU postings vs their structured columns."""
     from hltm.evaluation.realdata.postings import evaluate_postings
@@ -295,7 +298,7 @@ def eval_facets(
     for name in ("en", "ru") if which == "both" else (which,):
         report = _evaluated(
             lambda name=name: evaluate_postings(
-                settings(), name, data_dir=data_dir, limit=limit, keep=keep / name if keep else None
+                settings(), name, data_dir=realdata, limit=limit, keep=keep / name if keep else None
             )
         )
         click.echo(report.table() + "\n")
@@ -310,9 +313,7 @@ def eval_facets(
 @click.option(
     "--rag-k", type=int, default=8, show_default=True, help="Turns the RAG baseline reads."
 )
-@click.option(
-    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
-)
+@realdata_option
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
 def eval_locomo(
@@ -320,7 +321,7 @@ def eval_locomo(
     questions: int | None,
     leakage_n: int,
     rag_k: int,
-    data_dir: Path | None,
+    realdata: Path | None,
     keep: Path | None,
     json_path: Path | None,
 ) -> None:
@@ -330,7 +331,7 @@ def eval_locomo(
     report = _evaluated(
         lambda: evaluate_locomo(
             settings(),
-            data_dir=data_dir,
+            data_dir=realdata,
             conversations=conversations,
             questions=questions,
             leakage=leakage_n,

@@ -114,14 +114,27 @@ def rebuild_purged_memory(plan: Plan) -> None:
     sys.exit(4)
 
 
+# What each `hltm delete KIND` removes with the row (hltm.deletion does it in every store).
+DELETES = {
+    "project": "its documents, recruiter actions, vacancies (with their scores and rankings) and"
+    " its memory; its seat's and contract's memory is rebuilt without it",
+    "document": "its text in its project's memory, which is rebuilt without it",
+    "resume": "the recruiter actions that reference it, its judge scores, its place in every"
+    " ranking (the journal redacted, still verifiable) and its vectors",
+}
+
+
 @click.group()
 def delete() -> None:
     """Delete a project (with its documents, actions and vacancies), a document or a resume."""
 
 
 def _deleter(kind: str):  # type: ignore[no-untyped-def]
-    @delete.command(name=kind)
-    @click.argument("row_id")
+    @delete.command(
+        name=kind,
+        help=f"Delete one {kind} by id, and what was derived from it: {DELETES[kind]}.",
+    )
+    @click.argument("row_id", metavar=f"{kind.upper()}_ID")
     def command(row_id: str) -> None:
         from hltm.deletion import delete_everywhere, zero_unused_slots
 
@@ -140,7 +153,6 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
             if report.memory_to_rebuild.rebuilds and not config.chroma_host:
                 zero_unused_slots(config.chroma_path)
 
-    command.__doc__ = f"Delete one {kind} by id, and what was derived from it (see hltm.deletion)."
     return command
 
 

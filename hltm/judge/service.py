@@ -229,7 +229,7 @@ def pool_advice(vacancy_id: str) -> str:
     evaluations again (`judge_pool`), so once the model answers well the next one publishes."""
     return (
         "its failed evaluations are judged again by its next run; once the model answers well:"
-        f" `hltm judge run -v {vacancy_id}`"
+        f" `hltm judge run --vacancy {vacancy_id}`"
     )
 
 
