@@ -206,7 +206,7 @@ def chain_check(
 
 
 def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None:
-    if publication.published:
+    if publication.published or publication.unchanged:
         log.info(f"{vacancy_id}: ranking published, {publication.reason}")
     else:
         log.warning(f"{vacancy_id}: ranking not replaced, {publication.reason}")

@@ -103,6 +103,11 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
         f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
         f"{totals['tokens']} tokens; {totals['published']} rankings published"
         + (
+            f", {totals['unchanged']} unchanged (already in the journal)"
+            if totals["unchanged"]
+            else ""
+        )
+        + (
             f", {totals['held']} held (the live ranking was more complete)"
             if totals["held"]
             else ""
