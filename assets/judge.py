@@ -440,16 +440,17 @@ def _judge_all(
         elif step == "blocked":
             context.log.error(f"{vid}: ranking not published, quote gate {result.reason}")
 
+    # Recorded in dependency order: the index before the pools it feeds, or the UI reads every
+    # pool of this run stale ("resume_index has a new materialization").
+    index = _refresh(env)
+    context.log_event(
+        dg.AssetMaterialization(dg.AssetKey("resume_index"), metadata=dict(index.__dict__))
+    )
     summary = judge_all(
         env, ids, budget=config.budget or judge.budget, workers=config.workers or judge.workers,
         run_id=context.run.run_id, on_vacancy=on_vacancy, rejudge_failed=config.rejudge_failed,
+        refresh=False,
     )  # fmt: skip
-    if summary.index is not None:
-        context.log_event(
-            dg.AssetMaterialization(
-                dg.AssetKey("resume_index"), metadata=dict(summary.index.__dict__)
-            )
-        )
     if summary.gate is not None:
         for vid in ids:
             context.log_event(
