@@ -35,6 +35,8 @@ CONTENT_FAULTS = (
     "cites_document_ids",
     "no_citations",
     "copies_all_sources",
+    "neighbour_project",
+    "neighbour_field",
 )
 FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
 ENDPOINTS = ("chat", "embeddings")
@@ -274,6 +276,22 @@ def _cite_documents(answer: Any, payload: Any) -> Any:
     return {**answer, "citation": [documents.get(c, c) for c in answer["citation"]]}
 
 
+def _answer_from_neighbour(answer: Any, payload: Any, same_node: bool) -> Any:
+    """A query answer that states a facet value the input holds for a neighbour, keeping its
+    citations: the asked field's value of a node it does not cite (`same_node` false), or
+    another field's value of a node it cites (true)."""
+    if not isinstance(answer, dict) or not isinstance(payload, dict):
+        return answer
+    cited = set(answer.get("citation") or [])
+    asked = {p.get("field") for p in payload.get("pairs", []) if not p.get("value")}
+    for facet in payload.get("facets", []):
+        own = facet.get("node_id") in cited
+        field_asked = facet.get("field") in asked
+        if (own and not field_asked) if same_node else (not own and field_asked):
+            return {**answer, "answer": str(facet.get("value", ""))}
+    return answer
+
+
 def _allowed_sources(response_format: Any, system: str) -> list[str]:
     """The ids the schema lets `sources` name (its enum), on the wire or in the system prompt."""
     spec = response_format.get("json_schema") if isinstance(response_format, dict) else None
@@ -338,6 +356,8 @@ def render(
         answer = _first_items(answer)
     elif kind == "unquoted":
         answer = _no_quotes(answer)
+    elif kind in ("neighbour_project", "neighbour_field"):
+        answer = _answer_from_neighbour(answer, payload, kind == "neighbour_field")
     elif kind == "copies_all_sources":
         system = next(
             (protocol.text_of(m.get("content")) for m in messages if m.get("role") == "system"),

@@ -35,7 +35,7 @@ TINY_WORLD = WorldSize(
 # small world whose tree the memory tests build, its texts embedded once): every file using one
 # runs on one worker, so each is built and embedded once per run, not once per worker. They are
 # the heaviest work units, so they start first, and the rest fills in around them.
-SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources")
+SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources", "own_export")
 
 
 def require_realdata(*names: str) -> Path:

@@ -214,8 +214,8 @@ def test_a_deleted_project_and_resume_leave_no_trace(
     for kind, row_id in (("project", PROJECT), ("resume", RESUME)):
         deleted = runner.invoke(main, ["delete", kind, row_id])
         assert deleted.exit_code == 0 and "purged" in deleted.output, deleted.output
-    shown = runner.invoke(main, ["judge", "show", VACANCY])
-    assert shown.exit_code == 1 and "no published ranking" in shown.output
+    shown = runner.invoke(main, ["judge", "show", VACANCY])  # no source or journal names it
+    assert shown.exit_code == 1 and f"unknown vacancy {VACANCY!r}" in shown.output
 
     # Complete when the commands return: no daemon, no sensor tick.
     assert _raw_hits(settings) == {}

@@ -79,7 +79,8 @@ def patterns_mine(
         return
     s = outcome.summary()
     click.echo(
-        f"{s['queries']} queries from {s['identities']} identities → {s['templates']} templates, "
+        f"{s['queries']} queries ({s['unanswered']} not in memory) from {s['identities']}"
+        f" identities → {s['templates']} templates, "
         f"{s['attributes']} attributes with support ≥ {config.min_support} "
         f"({s['new']} new, {s['auto_approved']} auto-approved)"
     )

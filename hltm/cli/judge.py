@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, realdata_option, settings
+from hltm.cli.common import fail, realdata_option, require_known, settings
 from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.query import eval_group
 
@@ -35,6 +35,23 @@ def _parse_moment(text: str | None) -> datetime:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
+
+
+def _require_vacancies(vacancy_ids: list[str]) -> None:
+    """Fail on a vacancy id neither the sources nor the ranking journal know, naming the
+    nearest known ones."""
+    if not vacancy_ids:
+        return
+    from hltm.judge.data import load_vacancies
+    from hltm.judge.journal import journal_entries
+
+    cfg = settings()
+    known = (
+        {v.vacancy_id for v in load_vacancies(cfg.sources_db)} if cfg.sources_db.exists() else set()
+    )
+    known |= {e.vacancy_id for e in journal_entries(cfg.derived_db)}
+    for vacancy_id in vacancy_ids:
+        require_known("vacancy", vacancy_id, known)
 
 
 def run_judge(
@@ -137,6 +154,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 )
 def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_failed: bool) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
+    _require_vacancies(list(vacancies))
     totals = run_judge(list(vacancies), budget, workers, rejudge_failed)
     held = totals.pop("held_reasons", {})
     blocked = totals.pop("blocked_reasons", {})
@@ -156,6 +174,7 @@ def show(vacancy_id: str, top: int, quotes: int) -> None:
     (refused when the `rankings` table no longer matches the journal)."""
     from hltm.judge.journal import ranking_problems
 
+    _require_vacancies([vacancy_id])
     problems = ranking_problems(settings().derived_db, vacancy_id)
     if problems:
         fail("; ".join(problems) + " — not served (run `hltm judge verify`)")
@@ -210,6 +229,7 @@ def journal(vacancy_id: str | None) -> None:
     """List ranking journal rows (all, or one vacancy's) and verify the hash chain."""
     from hltm.judge.journal import journal_entries, verify_chain
 
+    _require_vacancies([vacancy_id] if vacancy_id else [])
     cfg = settings()
     for e in journal_entries(cfg.derived_db, vacancy_id):
         top = ", ".join(f"{r.resume_id}:{r.overall}" for r in e.top(3))

@@ -9,19 +9,24 @@ from typing import TypeVar
 
 import click
 
-from hltm.cli.common import fail, realdata_option, settings
+from hltm.cli.common import fail, realdata_option, require_known, settings
 
 _LEVELS = ("contract", "seat", "project")
 T = TypeVar("T")
 
 
-def _identity(contract: str | None, seat: str | None, project: str | None):  # type: ignore[no-untyped-def]
+def _identity(contract: str | None, seat: str | None, project: str | None, as_json: bool = False):  # type: ignore[no-untyped-def]
+    """The one identity given, which must name a contract / seat / project the memory or the
+    sources know (a typo is an error naming the nearest ids, not an empty scope)."""
+    from hltm.query.access import known_ids
     from hltm.query.scope import Identity
 
     given = [(lvl, v) for lvl, v in zip(_LEVELS, (contract, seat, project), strict=True) if v]
     if len(given) != 1:
-        fail("give exactly one of --contract, --seat, --project")
+        fail("give exactly one of --contract, --seat, --project", as_json)
     level, value = given[0]
+    cfg = settings()
+    require_known(level, value, known_ids(level, cfg.derived_db, cfg.sources_db), as_json)
     return Identity(level, value)
 
 
@@ -53,7 +58,9 @@ def ask(
 ) -> None:
     """Answer QUESTION from the memory the given identity may read, with citations.
 
-    Exit status 3 when the answer is unsupported (every citation it gave was invalid)."""
+    Exit status 3 when the answer is unsupported (no valid citation, or a value its citations do
+    not state); 0 for an answer, "not in memory" and an empty scope alike (the status says
+    which). With --json every outcome, an error included, is one JSON object on stdout."""
     from dataclasses import replace
 
     from hltm.llm import LLMError
@@ -63,7 +70,7 @@ def ask(
     from hltm.vectors import VectorIndexUnavailable
     from hltm.warehouse import DatabaseBusy
 
-    identity = _identity(contract, seat, project)
+    identity = _identity(contract, seat, project, as_json)
     overrides = {
         k: v
         for k, v in (("k_facet", k_facet), ("k_qa", k_qa), ("k_summary", k_summary))
@@ -74,7 +81,9 @@ def ask(
         config = replace(engine.config, **overrides)
         result = engine.ask(identity, question, config=config, channel="cli")
     except (ScopeError, LLMError, ValueError, DatabaseBusy, VectorIndexUnavailable) as err:
-        fail(str(err))
+        logged = [note for note in getattr(err, "__notes__", []) if "logged" in note]
+        extra = {"status": "failed", "note": logged[0]} if logged else {"status": "error"}
+        fail(str(err), as_json, **extra)
         return
     if as_json:
         click.echo(
@@ -170,13 +179,10 @@ def token() -> None:
 @click.option("--label", default="", help="A note on who holds the token.")
 def token_create(contract: str | None, seat: str | None, project: str | None, label: str) -> None:
     """Create a token; it is printed once and only its hash is stored."""
-    from hltm.query.access import create_token, identity_exists
+    from hltm.query.access import create_token
 
     identity = _identity(contract, seat, project)
-    cfg = settings()
-    if not identity_exists(identity, cfg.derived_db, cfg.sources_db):
-        fail(f"{identity} is not a known {identity.level} (ingest sources / build memory first)")
-    token_id, secret = create_token(cfg.derived_db, identity, label)
+    token_id, secret = create_token(settings().derived_db, identity, label)
     click.echo(f"token {token_id} for {identity}:\n{secret}\n(store it now: it is not shown again)")
 
 
@@ -351,10 +357,12 @@ def queries(limit: int) -> None:
     from hltm.query.log import read_query_log
 
     for row in read_query_log(settings().derived_db, limit=limit):
+        outcome = row["rationale"] if row["status"] == "failed" else row["answer"]
         click.echo(
             f"{row['asked_at']:%Y-%m-%d %H:%M:%S} {row['identity_level']}:{row['identity_id']:<14}"
-            f" {row['llm_calls']} calls {row['prompt_tokens'] + row['completion_tokens']:>6} tok"
-            f" {row['total_ms']:7.1f} ms  {row['question'][:60]!r} → {row['answer'][:60]!r}"
+            f" {row['status'] or '':<13} {row['llm_calls']} calls"
+            f" {row['prompt_tokens'] + row['completion_tokens']:>6} tok"
+            f" {row['total_ms']:7.1f} ms  {row['question'][:60]!r} → {outcome[:60]!r}"
         )
 
 

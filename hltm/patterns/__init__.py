@@ -89,6 +89,7 @@ class MiningOutcome:
     record: MiningRecord
     release: Release | None
     stored: list[StoredPattern] = field(default_factory=list)
+    unanswered: int = 0  # mined queries whose answer was that the memory does not say
 
     def summary(self) -> dict[str, Any]:
         by_status: dict[str, int] = {}
@@ -96,6 +97,7 @@ class MiningOutcome:
             by_status[p.status] = by_status.get(p.status, 0) + 1
         return {
             "queries": self.queries,
+            "unanswered": self.unanswered,
             "identities": self.identities,
             "patterns": len(self.patterns),
             "templates": sum(p.kind == "template" for p in self.patterns),
@@ -137,4 +139,5 @@ def mine_query_log(
         record = record_mining(con, patterns, settings.min_support, settings.auto_approve)
         released = release(con, actor="mining") if do_release else None
         stored = list_patterns(con)
-    return MiningOutcome(len(rows), len(identities), patterns, record, released, stored)
+    unanswered = sum(as_record(r).unanswered for r in rows)
+    return MiningOutcome(len(rows), len(identities), patterns, record, released, stored, unanswered)

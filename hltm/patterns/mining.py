@@ -28,6 +28,10 @@ for that field: the alternatives stay words of the template instead of becoming 
 **Attributes.** The asked field names themselves, counted over distinct identities, become hints
 for the facet extractor and the summariser.
 
+**Unanswered.** Each record carries its query's status; a pattern counts its occurrences whose
+answer was that the memory does not say (`not_in_memory`, `no_memory`): what recruiters ask and
+the memory cannot yet answer is what its hints should make it hold.
+
 Optionally (`embedder` given) templates with the same slots and answer field whose embeddings
 are nearly identical (cosine ≥ `merge_cosine`) are merged, so small rewordings by different
 users add up to one pattern's support.
@@ -61,6 +65,8 @@ __all__ = [
     "pattern_id",
 ]
 
+UNANSWERED = ("not_in_memory", "no_memory")  # statuses of an answer that says the memory does not
+
 
 @dataclass(frozen=True)
 class QueryRecord:
@@ -69,6 +75,11 @@ class QueryRecord:
     asked_at: Any = None
     # Fields the query parser named without a value (e.g. from the log's `pairs`), if known.
     asked_fields: tuple[str, ...] = ()
+    status: str = ""  # the query log's status of the answer, if known
+
+    @property
+    def unanswered(self) -> bool:
+        return self.status in UNANSWERED
 
 
 @dataclass
@@ -85,6 +96,7 @@ class Pattern:
     first_seen: Any = None
     last_seen: Any = None
     variants: tuple[str, ...] = field(default_factory=tuple)  # merged template keys
+    unanswered: int = 0  # occurrences the memory could not answer
 
     @property
     def pattern_id(self) -> str:
@@ -111,6 +123,7 @@ class Pattern:
             "identities": list(self.identities),
             "examples": list(self.examples),
             "variants": list(self.variants),
+            "unanswered": self.unanswered,
             "releasable": self.releasable,
         }
 
@@ -146,6 +159,7 @@ class _Group:
     forms: Counter[str] = field(default_factory=Counter)
     identities: set[str] = field(default_factory=set)
     occurrences: int = 0
+    unanswered: int = 0
     examples: list[str] = field(default_factory=list)
     slots: tuple[str, ...] = ()
     asked: tuple[str, ...] = ()
@@ -157,6 +171,7 @@ class _Group:
         self.forms[t.template] += 1
         self.identities.add(rec.identity)
         self.occurrences += 1
+        self.unanswered += rec.unanswered
         if t.question not in self.examples and len(self.examples) < max_examples:
             self.examples.append(t.question)
         self.slots = self.slots or t.slots
@@ -167,6 +182,7 @@ class _Group:
         self.forms.update(other.forms)
         self.identities |= other.identities
         self.occurrences += other.occurrences
+        self.unanswered += other.unanswered
         for ex in other.examples:
             if ex not in self.examples and len(self.examples) < max_examples:
                 self.examples.append(ex)
@@ -234,6 +250,7 @@ def mine(
     groups: dict[str, _Group] = {}
     attr_ids: dict[str, set[str]] = defaultdict(set)
     attr_count: Counter[str] = Counter()
+    attr_unanswered: Counter[str] = Counter()
     attr_examples: dict[str, list[str]] = defaultdict(list)
     attr_seen: dict[str, _Group] = {}
     for raw in records:
@@ -251,6 +268,7 @@ def mine(
         for name in asked:
             attr_ids[name].add(rec.identity)
             attr_count[name] += 1
+            attr_unanswered[name] += rec.unanswered
             if t.question not in attr_examples[name] and len(attr_examples[name]) < 5:
                 attr_examples[name].append(t.question)
             _seen(attr_seen.setdefault(name, _Group(name)), rec.asked_at)
@@ -277,6 +295,7 @@ def mine(
                 first_seen=g.first_seen,
                 last_seen=g.last_seen,
                 variants=tuple(sorted(g.variants)),
+                unanswered=g.unanswered,
             )
         )
     for name, ids in attr_ids.items():
@@ -296,6 +315,7 @@ def mine(
                 examples=tuple(attr_examples[name]),
                 first_seen=seen.first_seen,
                 last_seen=seen.last_seen,
+                unanswered=attr_unanswered[name],
             )
         )
     patterns.sort(key=lambda p: (-p.support, -p.occurrences, p.kind, p.key))
@@ -318,4 +338,5 @@ def as_record(raw: QueryRecord | Mapping[str, Any]) -> QueryRecord:
         question=str(raw.get("question") or ""),
         asked_at=raw.get("asked_at"),
         asked_fields=asked,
+        status=str(raw.get("status") or ""),
     )

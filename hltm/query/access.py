@@ -53,27 +53,24 @@ def _ensure(con) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def identity_exists(
-    identity: Identity, derived_db: Path | str, sources_db: Path | str | None = None
-) -> bool:
-    """Whether the id names a real contract / seat / project (in the memory or the sources)."""
-    column = f"{identity.level}_id"
-    with connect(derived_db) as con:
-        if table_exists(con, MEMORY_TABLE):
-            row = con.execute(
-                f"SELECT 1 FROM {MEMORY_TABLE} WHERE node_id = ? LIMIT 1", [identity.node_id]
-            ).fetchone()
-            if row:
-                return True
+def known_ids(level: str, derived_db: Path | str, sources_db: Path | str | None = None) -> set[str]:
+    """The ids of every contract / seat / project (`level`) the memory or the sources hold."""
+    ids: set[str] = set()
+    if Path(derived_db).exists():
+        with connect(derived_db) as con:
+            if table_exists(con, MEMORY_TABLE):
+                rows = con.execute(
+                    f"SELECT node_id FROM {MEMORY_TABLE} WHERE level = ?", [level]
+                ).fetchall()
+                ids |= {str(r[0]).split(":", 1)[1] for r in rows}
     if sources_db is not None and Path(sources_db).exists():
-        table = _SOURCE_TABLE[identity.level]
+        table = _SOURCE_TABLE[level]
         with connect(sources_db) as con:
             if table_exists(con, table):
-                row = con.execute(
-                    f"SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1", [identity.id]
-                ).fetchone()
-                return bool(row)
-    return False
+                ids |= {
+                    str(r[0]) for r in con.execute(f"SELECT {level}_id FROM {table}").fetchall()
+                }
+    return ids
 
 
 def create_token(db: Path | str, identity: Identity, label: str = "") -> tuple[str, str]:

@@ -27,12 +27,17 @@ def format_result(result: QueryResult) -> str:
     lines = [
         f"{result.identity} asked “{result.question}”",
         f"  answer:    {result.answer}",
+        f"  status:    {result.status}",
         f"  citations: {cited}"
         + (
             f"   (dropped {len(result.dropped_citations)} invalid)"
             if result.dropped_citations
             else ""
         ),
+    ]
+    if result.nearest:
+        lines.append(f"  nearest:   {', '.join(result.nearest)}   (a hint, not support)")
+    lines += [
         f"  cost:      {cost.llm_calls} LLM calls, {cost.prompt_tokens}+{cost.completion_tokens}"
         f" tokens (o200k_base), {cost.non_llm_ms:.0f} ms excluding LLM time"
         f" (embedding {cost.embed_ms:.0f}, retrieval {cost.retrieval_ms:.0f})",

@@ -7,12 +7,23 @@
              ──validate citations against the context──▶ log (query_log) ──▶ QueryResult
 
 At most two LLM calls per query; none when the scope holds no memory (then the answer says so
-explicitly instead of inventing one). The answer schema enumerates the context's node ids as the
-only citations; a document id the model cites anyway counts for the context node whose memory
-holds it (recorded as mapped), and anything else is dropped and counted, never passed on. An
-answer left with no valid citation, whether its citations were dropped or it gave none, is
-flagged `unsupported` (in the result, the HTTP body and the query log). Isolation is structural: the
-subtree filter is applied in the stores, the prompt is never relied on for it.
+explicitly instead of inventing one). The status says what the answer is worth:
+
+* `answered` — cited, and every value it states appears in what it cites;
+* `not_in_memory` — the scope has memory and was searched, but what was retrieved does not state
+  what was asked about the subject the question names; the answer says so, and the nodes it
+  names are a hint (`nearest`), not citations;
+* `no_memory` — the permitted subtree holds nothing;
+* `unsupported` — no valid citation, or a value the cited context does not state
+  (`hltm.query.grounding`): callers must not pass it on as fact.
+
+The answer schema enumerates the context's node ids as the only citations; a document id the
+model cites anyway counts for the context node whose memory holds it, a node id run into more
+text (`project:p1-notes`) for the one context node it can be (both recorded as mapped), and
+anything else is dropped and counted, never passed on. An ask that fails (the model's answer
+never fits its schema, a store is down) is still logged, with its cost and status `failed`.
+Isolation is structural: the subtree filter is applied in the stores, the prompt is never relied
+on for it.
 
 Concurrency: queries run in parallel (no engine-wide lock; each has its own LLM usage counters).
 The derived DuckDB file has one writer process at a time, so a query never holds a connection
@@ -35,6 +46,7 @@ from hltm.embeddings import CachedEmbedder, make_embedder
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
 from hltm.query import tasks
 from hltm.query.boundary import Collections, ScopedMemory, SubtreeVectors
+from hltm.query.grounding import ungrounded
 from hltm.query.log import QueryLogWriter
 from hltm.query.parse import FIELDS, ground_pairs, parse_question
 from hltm.query.retrieve import (
@@ -42,6 +54,7 @@ from hltm.query.retrieve import (
     RetrievalConfig,
     Retrieved,
     build_context,
+    open_fields,
     retrieve,
 )
 from hltm.query.scope import (
@@ -114,19 +127,31 @@ class QueryResult:
     # Nodes of the scope the last memory build left incomplete (a failed build, or a child's):
     # the answer may miss what they should hold.
     incomplete: list[str] = field(default_factory=list)
+    # What was retrieved does not state what was asked; `nearest` are the hint's nodes.
+    not_in_memory: bool = False
+    nearest: list[str] = field(default_factory=list)
+    ungrounded: list[str] = field(default_factory=list)  # stated values the citations lack
+    error: str = ""  # why the ask failed (only ever logged: a failed ask raises)
 
     @property
     def unsupported(self) -> bool:
         """An answer from a non-empty context with no valid citation (none given, or every one
-        named something outside the context): nothing backs it, so callers must not pass it on
-        as fact."""
-        return not self.no_memory and not self.citations
+        named something outside the context), or stating a value its citations do not: nothing
+        backs it, so callers must not pass it on as fact."""
+        if self.no_memory or self.not_in_memory:
+            return False
+        return not self.citations or bool(self.ungrounded)
 
     @property
     def status(self) -> str:
-        """`answered`, `no_memory` or `unsupported` (see `unsupported`)."""
+        """`answered`, `not_in_memory`, `no_memory` or `unsupported` (module docstring); a
+        logged failure is `failed`."""
+        if self.error:
+            return "failed"
         if self.no_memory:
             return "no_memory"
+        if self.not_in_memory:
+            return "not_in_memory"
         return "unsupported" if self.unsupported else "answered"
 
     @property
@@ -134,7 +159,10 @@ class QueryResult:
         warnings = []
         if self.incomplete:
             warnings.append(incomplete_memory(self.incomplete))
-        if self.unsupported and not self.dropped_citations:
+        if self.unsupported and self.citations:
+            shown = ", ".join(self.ungrounded[:5])
+            warnings.append(f"unsupported answer: its citations do not state {shown}")
+        elif self.unsupported and not self.dropped_citations:
             warnings.append("unsupported answer: it cites nothing from the retrieved context")
         elif self.unsupported:
             warnings.append(
@@ -159,8 +187,11 @@ class QueryResult:
             "mapped_citations": self.mapped_citations,
             "sources": self.sources,
             "no_memory": self.no_memory,
+            "not_in_memory": self.not_in_memory,
+            "nearest": self.nearest,
             "status": self.status,
             "unsupported": self.unsupported,
+            "ungrounded": self.ungrounded,
             "warning": self.warning,
             "incomplete": self.incomplete,
             "retrieved": self.retrieved,
@@ -175,17 +206,34 @@ class QueryResult:
 class Citations:
     kept: list[str] = field(default_factory=list)  # context node ids, in the answer's order
     dropped: list[str] = field(default_factory=list)  # ids outside the context
-    mapped: dict[str, list[str]] = field(default_factory=dict)  # document id → its nodes
+    mapped: dict[str, list[str]] = field(default_factory=dict)  # cited id → the nodes it meant
+
+
+def near_miss(cited_id: str, context_ids: set[str]) -> list[str]:
+    """The one context node a citation names with more text run into it (`project:p1-notes`:
+    a node id and a document suffix), else nothing: an id two context nodes could be, or
+    none, is not guessed at."""
+    found = [
+        node_id
+        for node_id in context_ids
+        if len(cited_id) > len(node_id)
+        and cited_id.startswith(node_id)
+        and not cited_id[len(node_id)].isalnum()
+    ]
+    return found if len(found) == 1 else []
 
 
 def validate_citations(
     cited: list[str], context_ids: set[str], documents: dict[str, list[str]] | None = None
 ) -> Citations:
-    """A citation must name a node present in the answer's context, or a document that one of
-    them holds (`documents`: document id → context nodes), which counts for those nodes."""
+    """A citation must name a node present in the answer's context, a document that one of
+    them holds (`documents`: document id → context nodes), which counts for those nodes, or
+    one context node with more text run into its id (`near_miss`)."""
     out = Citations()
     for cited_id in cited:
         nodes = [cited_id] if cited_id in context_ids else (documents or {}).get(cited_id, [])
+        if not nodes:
+            nodes = near_miss(cited_id, context_ids)
         if not nodes:
             if cited_id not in out.dropped:
                 out.dropped.append(cited_id)
@@ -339,10 +387,15 @@ class QueryEngine:
         # A resolved scope holds nodes by construction; only a depth filter can empty it.
         empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
         scoped_s = time.perf_counter() - started
+        failure: Exception | None = None
         if empty:
             self._no_memory(result, memory.scope)
         else:
-            self._answer(result, memory, question, config, llm)
+            try:
+                self._answer(result, memory, question, config, llm)
+            except Exception as err:  # logged with its cost as `failed`, then raised
+                failure = err
+                result.error = result.rationale = f"failed: {err}"
         cost = result.cost
         cost.retrieval_ms += scoped_s * 1000
         used = llm.snapshot()
@@ -357,6 +410,9 @@ class QueryEngine:
                 "retrieval_config": config.as_dict(),
             }
             self.query_log.write(result, llm.backend_name, llm.model, extra, wait_s=self.db_wait_s)
+        if failure is not None:
+            failure.add_note(f"query {result.query_id} was logged with status failed")
+            raise failure
         if result.warning:  # the caller shows the warning; the log keeps it for servers
             logger.info("%s: %s", result.query_id, result.warning)
         return result
@@ -459,12 +515,20 @@ class QueryEngine:
         cited = validate_citations(list(answer.citation), set(result.context_ids), documents)
         result.answer = answer.answer
         result.rationale = answer.rationale
-        result.citations = cited.kept
         result.dropped_citations = cited.dropped
         result.mapped_citations = cited.mapped
+        if not answer.in_memory:  # the nodes it names are a hint, not support
+            result.not_in_memory = True
+            result.nearest = cited.kept
+            return
+        result.citations = cited.kept
         result.sources = sorted(
             {q["source"] for q in context["qa"] if q["node_id"] in cited.kept and q.get("source")}
-            | {doc for doc in cited.mapped}
+            | {doc for doc in cited.mapped if doc in documents}
+        )
+        cited_items = [i for items in context.values() for i in items if i["node_id"] in cited.kept]
+        result.ungrounded = ungrounded(
+            answer.answer, question, cited_items, open_fields(result.pairs)
         )
 
 

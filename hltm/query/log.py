@@ -1,4 +1,4 @@
-"""The query log: every answered question with who asked, what was retrieved, and what it cost.
+"""The query log: every question asked, with who asked, what was retrieved, and what it cost.
 
 Table `query_log` in its own DuckDB file beside the derived one (`log_path`; insert-only from the
 query path). It is the input of query-pattern mining (recurring templates, frequently asked
@@ -8,7 +8,8 @@ attributes, support counted over distinct identities) and the record of per-quer
     scope_root (node id), question, intent, pairs JSON [{field, value}],
     retrieved JSON {"facet": [node ids], "qa": [...], "summary": [...]},
     answer, rationale, citations JSON [node ids], dropped_citations JSON [ids not in context],
-    no_memory, status ('answered' | 'no_memory' | 'unsupported': no valid citation),
+    no_memory, status ('answered' | 'not_in_memory' | 'no_memory' | 'unsupported' | 'failed':
+    the ask raised, its error in `rationale`),
     mapped_citations JSON {document id: [context node ids it counted for]},
     llm_calls, prompt_tokens, completion_tokens (o200k_base),
     embed_ms, retrieval_ms, parse_ms, answer_ms, llm_ms, total_ms,

@@ -27,6 +27,10 @@ class ParsedQuery(_Strict):
 
 
 class AnswerOutput(_Strict):
+    """`in_memory` is false when the input does not state what was asked about the subject the
+    question names; `answer` then says so, and `citation` names the nearest nodes as a hint."""
+
     rationale: str
     answer: str
     citation: list[str]
+    in_memory: bool

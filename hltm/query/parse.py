@@ -69,7 +69,7 @@ FIELD_CUES: dict[str, str] = {
     "rejection_reason": r"\breject\w*|\bturned down\b|\bотказ\w*|\bотклон\w*",
     "status": r"\bstatus\b|\bстатус\w*",
 }
-_CUES = {field: re.compile(pattern, re.IGNORECASE) for field, pattern in FIELD_CUES.items()}
+CUES = {field: re.compile(pattern, re.IGNORECASE) for field, pattern in FIELD_CUES.items()}
 
 _ROLE_HEADS = (
     r"engineers?|developers?|programmers?|architects?|managers?|analysts?|scientists?|designers?"
@@ -248,7 +248,7 @@ def parse_question(question: str) -> dict[str, Any]:
     for title in titles:
         add("title", title)
     valued = {p["field"] for p in pairs}
-    for field, cue in _CUES.items():
+    for field, cue in CUES.items():
         if field in valued:
             continue
         if field == "title" and titles:

@@ -9,7 +9,8 @@ retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
   the top `k_facet` nodes contribute their facets of the asked fields. A question with no parsed
   field gives it no query: it then reads the question only when it is the one retriever on.
   A field asked without a value ("which roles…?") has no nearest facets: its facets are read
-  from the whole scope instead (`covering`), one node per branch, before any valued pair's hits.
+  from the whole scope instead (`covering`): every project that states it, before any valued
+  pair's hits, and kept whole by the context budget.
 * **qa** — the question against the nodes' prepared questions (a leaf's include one per
   fact-bearing passage of its own texts, citing the document); the top `k_qa` nodes contribute
   their best-matching question–answer pairs.
@@ -63,6 +64,8 @@ class RetrievalConfig:
     qa_per_node: int = 2  # QA pairs a QA-hit node brings
     pool: int = 80  # nearest items (all kinds) fetched per query vector before grouping
     max_facets_per_node: int = 24  # facets a node brings when the question names no field
+    # Projects an open field is listed over; a larger scope is answered by its seats' values.
+    listed_projects: int = 100
     retrievers: tuple[str, ...] = RETRIEVERS
     levels: tuple[str, ...] | None = None  # None: every depth (collapsed tree)
 
@@ -100,6 +103,7 @@ class Retrieved:
     nodes: dict[str, NodeView] = field(default_factory=dict)
     pairs: list[dict[str, str]] = field(default_factory=list)
     fused: dict[str, float] = field(default_factory=dict)  # node id → reciprocal-rank fusion
+    listed: list[str] = field(default_factory=list)  # nodes listing the open fields' values
     embed_s: float = 0.0
     search_s: float = 0.0
 
@@ -266,19 +270,33 @@ def _path(node: NodeView) -> tuple[str, ...]:
     return tuple(part for part in (node.seat_id, node.project_id) if part)
 
 
-def covering(memory: ScopedMemory, fields: list[str]) -> list[Ranked]:
-    """The nodes that answer open `fields` for every branch of the scope, read from the whole
-    permitted subtree (no similarity, so no branch is missed): below the scope's root, the
-    shallowest node of each path that states one of the fields — a seat stating it speaks for
-    its projects, a seat that does not is answered by its projects. The root answers only when
-    nothing below it states the fields (a project's own scope)."""
+def stating(node: NodeView, fields: list[str]) -> list[int]:
+    """Indices of the node's facets that state one of `fields`. A project's title counts only
+    where a document or vacancy of it names it: the title its record gives ("Catering kitchen
+    expansion") names the project, not a role."""
+
+    def named(facet: dict[str, Any]) -> bool:
+        record_only = set(facet.get("sources") or ()) <= {node.project_id}
+        return not (facet.get("field") == "title" and node.level == "project" and record_only)
+
+    return [i for i, f in enumerate(node.facets) if f.get("field") in fields and named(f)]
+
+
+def covering(memory: ScopedMemory, fields: list[str], limit: int) -> list[Ranked]:
+    """The nodes that answer open `fields` over the whole permitted subtree (no similarity, so
+    nothing is missed): every project that states one of them. A scope of more than `limit`
+    projects is answered instead by the shallowest node of each path that states them (a seat
+    stating it speaks for its projects, a seat that does not is answered by its projects); the
+    root answers only when nothing below it states the fields (a project's own scope)."""
     nodes = memory.nodes(memory.node_ids())
-    stating = {
-        node_id: [i for i, f in enumerate(node.facets) if f.get("field") in fields]
-        for node_id, node in nodes.items()
-    }
-    stating = {node_id: idx for node_id, idx in stating.items() if idx}
-    below = [n for n in stating if n != memory.scope.root_node_id] or list(stating)
+    states = {node_id: stating(node, fields) for node_id, node in nodes.items()}
+    states = {node_id: idx for node_id, idx in states.items() if idx}
+    projects = sum(node.level == "project" for node in nodes.values())
+    if projects <= limit:
+        listed = sorted(n for n in states if nodes[n].level == "project")
+        if listed:
+            return [Ranked(n, "project", 1.0, states[n]) for n in listed]
+    below = [n for n in states if n != memory.scope.root_node_id] or list(states)
     paths = {_path(nodes[n]) for n in below}
     chosen = [
         n
@@ -286,7 +304,7 @@ def covering(memory: ScopedMemory, fields: list[str]) -> list[Ranked]:
         if not any(_path(nodes[n])[:d] in paths for d in range(len(_path(nodes[n]))))
     ]
     chosen.sort(key=lambda n: (len(_path(nodes[n])), n))
-    return [Ranked(n, nodes[n].level, 1.0, stating[n]) for n in chosen]
+    return [Ranked(n, nodes[n].level, 1.0, states[n]) for n in chosen]
 
 
 def retrieve(
@@ -342,7 +360,7 @@ def retrieve(
             for nid in totals
         ]
         if unvalued:
-            whole = covering(memory, unvalued)
+            whole = covering(memory, unvalued, config.listed_projects)
             taken = {r.node_id for r in whole}
             ranked = whole + [r for r in ranked if r.node_id not in taken]
             out.facet = whole + _top(ranked[len(whole) :], config.k_facet)
@@ -374,10 +392,8 @@ def retrieve(
         collapsed.append(ranked)
         out.summary = _top(ranked, config.k_summary)
     out.fused = _fuse(collapsed, facet_ranking)
-    # The scope-wide listing answers the open fields, so it enters the context first: a searched
-    # node's fused rank, a sum of a few 1 / (RRF_K + rank) terms, stays below 1.
-    for listed in whole:
-        out.fused[listed.node_id] = out.fused.get(listed.node_id, 0.0) + 1.0
+    # The scope-wide listing answers the open fields: its facets are kept whole (`within_budget`).
+    out.listed = [listed.node_id for listed in whole]
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
     out.nodes = memory.nodes(wanted)
     # A node removed between search and fetch is dropped from every list.
@@ -394,33 +410,55 @@ def _support(node: NodeView, facet: dict[str, Any]) -> int:
 
 
 def within_budget(
-    context: dict[str, list[dict]], fused: dict[str, float], budget: int
+    context: dict[str, list[dict]],
+    fused: dict[str, float],
+    budget: int,
+    listed: frozenset[str] = frozenset(),
 ) -> dict[str, list[dict]]:
     """The context cut to whole nodes, best fused rank first, while their items fit in `budget`
-    tokens (o200k_base, as the prompt serialises them); the best node always stays."""
+    tokens (o200k_base, as the prompt serialises them); the best node always stays. The facets
+    of `listed` nodes (an open field's values over the scope) are the answer itself: they are
+    kept whole and paid for first."""
+
+    def tokens(item: dict) -> int:
+        return count_tokens(json.dumps(item, ensure_ascii=False, indent=1))
+
+    def reserved(kind: str, item: dict) -> bool:
+        return kind == "facets" and item["node_id"] in listed
+
+    spent = sum(tokens(i) for kind, items in context.items() for i in items if reserved(kind, i))
     cost: dict[str, int] = defaultdict(int)
-    for items in context.values():
+    for kind, items in context.items():
         for item in items:
-            cost[item["node_id"]] += count_tokens(json.dumps(item, ensure_ascii=False, indent=1))
+            if not reserved(kind, item):
+                cost[item["node_id"]] += tokens(item)
     kept: set[str] = set()
-    spent = 0
     for node_id in sorted(cost, key=lambda n: (-fused.get(n, 0.0), n)):
-        if kept and spent + cost[node_id] > budget:
+        if (kept or listed) and spent + cost[node_id] > budget:
             break
         kept.add(node_id)
         spent += cost[node_id]
-    return {kind: [i for i in items if i["node_id"] in kept] for kind, items in context.items()}
+    return {
+        kind: [i for i in items if i["node_id"] in kept or reserved(kind, i)]
+        for kind, items in context.items()
+    }
 
 
 def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, list[dict]]:
     """The three result sets F_k(q), Q_k(q), S_k(q) as the answer step sees them, cut to the
     context budget by fused rank."""
     fields = {p["field"] for p in retrieved.pairs if p.get("field")}
+    unvalued = open_fields(retrieved.pairs)
     facets: list[dict[str, Any]] = []
     for ranked in retrieved.facet:
         node = retrieved.nodes[ranked.node_id]
         if fields:
-            chosen = [f for f in node.facets if f.get("field") in fields]
+            open_ = set(stating(node, unvalued))
+            chosen = [
+                f
+                for i, f in enumerate(node.facets)
+                if f.get("field") in fields and (f["field"] not in unvalued or i in open_)
+            ]
         else:
             order = list(dict.fromkeys(ranked.items)) + list(range(len(node.facets)))
             idx = [i for i in dict.fromkeys(order) if i < len(node.facets)]
@@ -466,4 +504,5 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
             }
         )
     context = {"facets": facets, "qa": qa, "summaries": summaries}
-    return within_budget(context, retrieved.fused, config.context_tokens)
+    listed = frozenset(retrieved.listed)
+    return within_budget(context, retrieved.fused, config.context_tokens, listed)

@@ -117,11 +117,27 @@ class AskResponse(BaseModel):
     )
     sources: list[str] = Field(description="Source document ids behind the cited QA pairs.")
     no_memory: bool
-    status: Literal["answered", "no_memory", "unsupported"] = Field(
-        description="unsupported: no valid citation (none given, or every one named something"
-        " outside the context)."
+    not_in_memory: bool = Field(
+        False,
+        description="The scope has memory and was searched, but what was retrieved does not"
+        " state what was asked about the subject the question names.",
+    )
+    nearest: list[str] = Field(
+        default_factory=list,
+        description="With not_in_memory: the nodes nearest to the question, a hint only.",
+    )
+    status: Literal["answered", "not_in_memory", "no_memory", "unsupported"] = Field(
+        description="answered: cited, and every value it states is in what it cites;"
+        " not_in_memory: the memory was searched and does not say (the answer says so);"
+        " no_memory: the scope holds no memory; unsupported: no valid citation, or a stated"
+        " value its citations do not hold — never pass it on as fact."
     )
     unsupported: bool = Field(description="Nothing in the context backs the answer.")
+    ungrounded: list[str] = Field(
+        default_factory=list,
+        description="Values the answer states that its cited context does not (numbers, places,"
+        " names, another field's value).",
+    )
     warning: str = Field(
         "", description="Why the answer must not be passed on as fact, or may miss something."
     )

@@ -61,8 +61,10 @@ READ_SCOPE = "hltm:read"
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 INSTRUCTIONS = (
     "Recruiting memory of one contract, seat or project (the caller's token decides which). "
-    "`ask` answers a recruiter's question with citations to memory node ids; `ranking` returns a "
-    "vacancy's current candidate ranking. Arguments can narrow the scope, never widen it."
+    "`ask` answers a recruiter's question with citations to memory node ids; its `status` says "
+    "what the answer is worth (`not_in_memory`: the memory does not say; `unsupported`: nothing "
+    "backs it, never pass it on). `ranking` returns a vacancy's current candidate ranking. "
+    "Arguments can narrow the scope, never widen it."
 )
 
 

@@ -141,6 +141,25 @@ def test_log_rows_are_accepted_and_asked_fields_from_the_parser_count() -> None:
     assert template.slots == ("number",) and not template.releasable
 
 
+def test_patterns_count_the_asks_the_memory_could_not_answer() -> None:
+    statuses = ("not_in_memory", "answered", "no_memory", "failed")
+    rows = [
+        {
+            "identity_level": "seat",
+            "identity_id": f"s{i}",
+            "question": "What notice period do we usually accept?",
+            "pairs": [{"field": "notice_period", "value": ""}],
+            "status": status,
+        }
+        for i, status in enumerate(statuses)
+    ]
+    patterns = mine(rows, MiningConfig(min_support=3))
+    attribute = next(p for p in patterns if (p.kind, p.key) == ("attribute", "notice_period"))
+    template = next(p for p in patterns if p.kind == "template")
+    assert attribute.unanswered == template.unanswered == 2 and attribute.occurrences == 4
+    assert template.as_dict()["unanswered"] == 2
+
+
 def test_near_identical_templates_merge_but_different_meanings_do_not(settings) -> None:  # type: ignore[no-untyped-def]
     from hltm.embeddings import make_embedder
 

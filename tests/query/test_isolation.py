@@ -393,4 +393,4 @@ def test_queries_are_logged_with_their_cost(
     assert set(row["retrieved"]) == {"facet", "qa", "summary"} and row["retrieved"]["qa"]
     assert row["answer"] == result.answer and row["citations"] == result.citations
     assert row["llm_calls"] == 2 and row["prompt_tokens"] == cost.prompt_tokens
-    assert row["prompt_versions"]["answer"] == "answer-2"
+    assert row["prompt_versions"]["answer"] == "answer-3"

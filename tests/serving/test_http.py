@@ -252,7 +252,7 @@ def test_cli_ask_json_and_token_management(
     assert runner.invoke(main, ["token", "revoke", token_id]).exit_code == 0
     assert runner.invoke(main, ["token", "revoke", token_id]).exit_code != 0
     unknown = runner.invoke(main, ["token", "create", "--seat", "no-such-seat"])
-    assert unknown.exit_code != 0 and "not a known seat" in unknown.output
+    assert unknown.exit_code != 0 and "unknown seat 'no-such-seat'" in unknown.output
 
 
 def test_a_worker_over_its_share_of_connections_closes_the_one_it_answers_on() -> None:

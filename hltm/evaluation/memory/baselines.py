@@ -138,6 +138,7 @@ class SystemAnswer:
     entities: list[str]  # node ids of everything retrieved or cited (for leakage)
     cost: QueryCost
     dropped: list[str] = field(default_factory=list)
+    status: str = "answered"  # `QueryResult.status` (`not_in_memory`: no citations, a hint)
 
 
 class Baselines:
@@ -193,13 +194,16 @@ class Baselines:
             cost.answer_ms = (time.perf_counter() - t0) * 1000
             cited = validate_citations(list(out.citation), set(ids))
             kept, dropped, answer = cited.kept, cited.dropped, out.answer
+            status = "answered" if out.in_memory else "not_in_memory"
+            if not out.in_memory:  # the nodes it names are a hint, not support
+                kept = []
         else:
-            kept, dropped, answer = [], [], "No data for this scope."
+            kept, dropped, answer, status = [], [], "No data for this scope.", "no_memory"
         used = self.llm.snapshot() - before
         cost.llm_calls, cost.prompt_tokens = used.calls, used.prompt_tokens
         cost.completion_tokens, cost.llm_ms = used.completion_tokens, used.seconds * 1000
         cost.total_ms = (time.perf_counter() - started) * 1000
-        return SystemAnswer(answer, kept, list(dict.fromkeys(ids + kept)), cost, dropped)
+        return SystemAnswer(answer, kept, list(dict.fromkeys(ids + kept)), cost, dropped, status)
 
     # ---- full context ----------------------------------------------------------------------
 

@@ -5,14 +5,19 @@ seat = the speaker pair, project = one session (titled with its date), document 
 (`Speaker: text`, with the caption of a shared photo). The project schema has no "chat" kind, so
 turns load as `recruiter_notes`. The real ingest, memory build and query path run on them.
 
-Per question with evidence (categories 1–4; 5 is adversarial and has none), asked by the
-conversation's own contract:
+Per question with evidence (categories 1–4), asked by the conversation's own contract:
 
 * **retrieved recall** — share of the question's evidence sessions among the projects in the
   answer context (every node HLTM retrieved), **cited recall** — among the cited projects;
 * **Token-F1** of the answer against the gold answer;
 * **leakage** — the same questions asked by *another* conversation's contract: the share of
   queries whose context or citations hold any node outside the asker's subtree.
+
+Category 5 is adversarial: questions about something the conversation never says (one speaker's
+event pinned on the other, a detail swapped), with only an `adversarial_answer`. The right
+answer is that the memory does not say: **abstention** is the share answered `not_in_memory`
+(or `no_memory`), beside the same share among the answerable questions (false abstention), per
+conversation too, since conversations kept aside are measured the same way.
 
 Beside HLTM: plain vector RAG over the raw turns (the same e5 embeddings, the same scope, the
 top-k turns through the same answer task), the same vector search cut at as many sessions as
@@ -48,9 +53,17 @@ _EVIDENCE = re.compile(r"D(\d+):(\d+)")
 class Question:
     conversation: str
     question: str
-    answer: str
+    answer: str  # the gold answer; for an adversarial question, the wrong one it baits
     sessions: frozenset[str]  # project ids of the evidence sessions
     category: int
+
+    @property
+    def adversarial(self) -> bool:
+        return self.category == ADVERSARIAL
+
+
+ADVERSARIAL = 5
+ABSTAINED = ("not_in_memory", "no_memory")  # statuses of an answer that says memory lacks it
 
 
 def session_id(conversation: str, number: int) -> str:
@@ -77,7 +90,8 @@ def _turn_text(turn: dict[str, Any]) -> str:
 def load(
     path: Path, conversations: int | None = None
 ) -> tuple[dict[str, list[dict]], list[Question]]:
-    """Source tables and the evidence questions of the first `conversations` conversations."""
+    """Source tables and the questions of the first `conversations` conversations: those with
+    evidence (categories 1–4), and the adversarial ones (category 5)."""
     data = json.loads(path.read_text(encoding="utf-8"))[: conversations or None]
     tables: dict[str, list[dict[str, Any]]] = {
         "contracts": [], "seats": [], "projects": [], "project_documents": []
@@ -107,11 +121,13 @@ def load(
             evidence = {
                 int(m.group(1)) for e in qa.get("evidence") or [] for m in _EVIDENCE.finditer(e)
             }
-            if qa.get("category") == 5 or not evidence or "answer" not in qa:
+            category = int(qa.get("category") or 0)
+            gold = qa.get("adversarial_answer" if category == ADVERSARIAL else "answer")
+            if gold is None or (category != ADVERSARIAL and not evidence):
                 continue
             questions.append(
-                Question(conv, qa["question"], str(qa["answer"]),
-                         frozenset(session_id(conv, n) for n in evidence), int(qa["category"]))
+                Question(conv, qa["question"], str(gold),
+                         frozenset(session_id(conv, n) for n in evidence), category)
             )  # fmt: skip
     return tables, questions
 
@@ -158,9 +174,62 @@ def _hltm(engine: QueryEngine) -> Callable[[Identity, str], SystemAnswer]:
     def run(identity: Identity, question: str) -> SystemAnswer:
         result = engine.ask(identity, question, log=False, channel="eval")
         entities = list(dict.fromkeys(result.context_ids + result.citations))
-        return SystemAnswer(result.answer, result.citations, entities, result.cost)
+        return SystemAnswer(
+            result.answer, result.citations, entities, result.cost, status=result.status
+        )
 
     return run
+
+
+@dataclass
+class Abstention:
+    """Per conversation: (answers saying the memory lacks it, questions), adversarial
+    (category 5) and answerable (categories 1–4)."""
+
+    adversarial: dict[str, list[int]] = field(default_factory=dict)
+    answerable: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, question: Question, status: str) -> None:
+        tally = self.adversarial if question.adversarial else self.answerable
+        counts = tally.setdefault(question.conversation, [0, 0])
+        counts[0] += status in ABSTAINED
+        counts[1] += 1
+
+    @staticmethod
+    def _rate(tally: dict[str, list[int]]) -> float | None:
+        asked = sum(n for _, n in tally.values())
+        return sum(a for a, _ in tally.values()) / asked if asked else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "adversarial": self._rate(self.adversarial),
+            "answerable": self._rate(self.answerable),
+            "per_conversation": {
+                conv: {
+                    "adversarial": self._rate({conv: self.adversarial.get(conv, [0, 0])}),
+                    "answerable": self._rate({conv: self.answerable.get(conv, [0, 0])}),
+                }
+                for conv in sorted(set(self.adversarial) | set(self.answerable))
+            },
+        }
+
+    def lines(self) -> list[str]:
+        if not self.adversarial:
+            return []
+
+        def share(tally: dict[str, list[int]]) -> str:
+            rate = self._rate(tally)
+            asked = sum(n for _, n in tally.values())
+            return f"{rate:.3f} of {asked}" if rate is not None else "—"
+
+        per = ", ".join(
+            f"{conv} {share({conv: self.adversarial[conv]})}" for conv in sorted(self.adversarial)
+        )
+        return [
+            f"HLTM abstention (answer: not in memory): adversarial (category 5)"
+            f" {share(self.adversarial)}; answerable (categories 1–4) {share(self.answerable)}.",
+            f"  adversarial, per conversation: {per}.",
+        ]
 
 
 @dataclass(frozen=True)
@@ -208,6 +277,7 @@ class LocomoReport:
     leakage_queries: int
     seconds: float
     per_question: list[dict[str, Any]] = field(default_factory=list)
+    abstention: Abstention = field(default_factory=Abstention)
 
     def row(self, name: str) -> Row:
         return next(r for r in self.rows if r.name == name)
@@ -244,6 +314,7 @@ class LocomoReport:
             f"\nHLTM minus plain search at HLTM's own number of sessions: retrieved"
             f" {cell(margin['retrieved'], 0)}, cited {cell(margin['cited'], 0)}."
         )
+        lines += self.abstention.lines()
         lines.append(
             f"{self.questions} evidence questions of {self.conversations} conversation(s);"
             f" leakage over {self.leakage_queries} questions asked by another conversation."
@@ -257,6 +328,7 @@ class LocomoReport:
     def as_dict(self) -> dict[str, Any]:
         return {"questions": self.questions, "conversations": self.conversations,
                 "rows": {r.name: r.as_dict() for r in self.rows}, "margins": self.margins(),
+                "abstention": self.abstention.as_dict(),
                 "per_question": self.per_question}  # fmt: skip
 
 
@@ -273,11 +345,19 @@ def evaluate_locomo(
 ) -> LocomoReport:
     """Load LoCoMo as sources, build the memory, and score HLTM beside the raw-turn baselines."""
     started = time.perf_counter()
-    tables, asked = load(realdata_file(LOCOMO_FILE, data_dir), conversations)
-    if questions is not None:  # an even share of each conversation's questions
-        convs = list(dict.fromkeys(q.conversation for q in asked))
+    tables, loaded = load(realdata_file(LOCOMO_FILE, data_dir), conversations)
+    if questions is not None:  # an even share of each conversation's questions of each kind
+        convs = list(dict.fromkeys(q.conversation for q in loaded))
         share = -(-questions // max(1, len(convs)))
-        asked = [q for c in convs for q in [x for x in asked if x.conversation == c][:share]]
+        loaded = [
+            q
+            for c in convs
+            for kind in (False, True)
+            for q in [x for x in loaded if x.conversation == c and x.adversarial == kind][:share]
+        ]
+    asked = [q for q in loaded if not q.adversarial]
+    adversarial = [q for q in loaded if q.adversarial]
+    abstention = Abstention()
     note = progress or (lambda _m: None)
     with scratch_settings(base, keep) as settings:
         note(f"ingest + memory build of {len(tables['projects'])} sessions")
@@ -302,6 +382,7 @@ def evaluate_locomo(
         for q in asked:
             identity = Identity("contract", q.conversation)
             got = run_hltm(identity, q.question)
+            abstention.add(q, got.status)
             retrieved, cited = _projects(got.entities), _projects(got.citations)
             hltm.retrieved.append(_recall(retrieved, q.sessions))
             hltm.cited.append(_recall(cited, q.sessions))
@@ -335,7 +416,16 @@ def evaluate_locomo(
                  "evidence": sorted(q.sessions), "hltm_sessions": len(retrieved),
                  "hltm_retrieved": hltm.retrieved[-1], "plain_retrieved": same.retrieved[-1],
                  "hltm_cited": hltm.cited[-1], "plain_cited": same.cited[-1],
-                 "hltm_tokens": hltm.tokens[-1], "answer": got.answer, "gold": q.answer}
+                 "hltm_tokens": hltm.tokens[-1], "answer": got.answer, "gold": q.answer,
+                 "status": got.status}
+            )  # fmt: skip
+        note(f"asking {len(adversarial)} adversarial questions")
+        for q in adversarial:
+            got = run_hltm(Identity("contract", q.conversation), q.question)
+            abstention.add(q, got.status)
+            per_question.append(
+                {"conversation": q.conversation, "question": q.question, "category": q.category,
+                 "answer": got.answer, "adversarial_answer": q.answer, "status": got.status}
             )  # fmt: skip
         others = sorted(sessions_of)
         leak_items = [q for q in asked if len(others) > 1][:leakage]
@@ -349,5 +439,5 @@ def evaluate_locomo(
                 )
     return LocomoReport(
         [hltm, same, rag, *curve.values(), rand], len(asked), len(sessions_of), len(leak_items),
-        time.perf_counter() - started, per_question,
+        time.perf_counter() - started, per_question, abstention,
     )  # fmt: skip

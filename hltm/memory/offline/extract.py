@@ -135,13 +135,57 @@ def job_work_mode(text: str) -> str | None:
     return "hybrid" if "hybrid" in named or {"remote", "onsite"} <= named else name
 
 
+# A role phrase: capitalised words (with "of", "and", "&" between them), at most six.
+_ROLE_PHRASE = r"[A-Z][\w'’+#./&-]*(?: (?:[A-Z][\w'’+#./&-]*|of|and|&)){0,5}"
+# A job description opens with its role ("Sous Chef for a new restaurant…", "Senior Accountant,
+# Chicago, hybrid.") or names it after a hiring verb ("is hiring a Senior Mobile Engineer").
+_LEAD_ROLE = re.compile(rf"^\s*({_ROLE_PHRASE})(?=,| (?:for|in|at) )")
+_CUED_ROLE = re.compile(
+    rf"\b(?:hiring|seeking|looking for|recruiting|applications for|as) an? ({_ROLE_PHRASE})"
+)
+
+
+def named_role(text: str) -> str | None:
+    """The role a job description names, by its opening phrase or after a hiring verb; None
+    when neither names one (a place, a work mode or a skill is not a role)."""
+    for pattern in (_LEAD_ROLE, _CUED_ROLE):
+        match = pattern.search(text)
+        if not match:
+            continue
+        role = re.sub(r"(?: (?:of|and|&))+$", "", match.group(1)).strip(" .")
+        vocabularies = (lx.LOCATIONS, lx.WORK_MODES, lx.EMPLOYMENT_TYPES, lx.SKILLS_ALL)
+        if role and not any(lx.term_named(v, role) for v in vocabularies):
+            return role
+    return None
+
+
+def _roles(bag: _FacetBag, payload: Payload, title: str) -> None:
+    """Title facets: the project's title, sourced to every document that names it (then it is
+    a role the recruiter's texts use, not only the project's name), else the role each job
+    description names."""
+    pid = payload["project"]["project_id"]
+    bag.add("title", title, pid)
+    documents = payload.get("documents", [])
+    naming = [d for d in documents if title.casefold() in str(d.get("text") or "").casefold()]
+    for doc in naming:
+        bag.add("title", title, doc["document_id"])
+    if naming:
+        return
+    for doc in documents:
+        role = (
+            named_role(str(doc.get("text") or "")) if doc.get("kind") == "job_description" else None
+        )
+        if role:
+            bag.add("title", role, doc["document_id"])
+
+
 def facets(payload: Payload) -> Payload:
     project = payload["project"]
     pid = project["project_id"]
     bag = _FacetBag()
     title = _clean(str(project.get("title") or ""))
     if title:
-        bag.add("title", title, pid)
+        _roles(bag, payload, title)
     if project.get("status"):
         bag.add("status", str(project["status"]), pid)
 

@@ -2,21 +2,31 @@
 
 It receives exactly what an LLM would (the question, its parsed pairs, and the retrieved
 `facets`, `qa`, `summaries` and — for the baselines — raw `passages`) and returns the same JSON
-`{rationale, answer, citation}`. It cites only node ids present in its input, by construction.
+`{rationale, answer, citation, in_memory}`. It cites only node ids present in its input, by
+construction, and claims no more than they state: when they do not state what was asked about
+the subject the question names (`subject.py`), `in_memory` is false, the answer says so, and the
+nodes found nearest are named as a hint.
 
-* preferences ("where do I usually hire?") — for each asked field, the values of the most
-  aggregated nodes in the context (a seat's or contract's facets, ranked by how many children
-  support them); without aggregated facets, values are counted across the projects in the
-  context (or found in passages with the shared vocabularies); values at least half as
-  supported as the best are kept.
+* fields ("where do I usually hire?", "what salary is offered?") — for each field asked without
+  a value, over the nodes about the question's subject (the values it gives, the projects its
+  words name): the values of the most aggregated nodes in the context (a seat's or contract's
+  facets, ranked by how many children support them); without aggregated facets, values are
+  counted across the projects in the context (or found in passages with the shared
+  vocabularies); values at least half as supported as the best are kept. Nothing stated is not
+  in memory.
 * a field asked without a value at a contract or seat scope ("which roles do we usually hire
-  for?") — every distinct value the branches below the scope state (the retriever brings one
-  node per branch), with how many projects state it, citing each node.
+  for?") — every distinct value the scope's projects state (the retriever lists them all), each
+  project counted once per value, citing each project.
+* a field asked about a person of a transcript ("which cities has John been to?") — the values
+  named in what the passages about that person say.
 * find_projects ("which projects hire X in Y?") — every project in the context whose memory
-  states all the valued pairs (facet values first, then its QA answers, summary and passages).
+  states all the valued pairs (facet values first, then its QA answers, summary and passages);
+  none is not in memory, the closest as a hint.
 * lookup — the context sentence (of prepared answers, summaries, passages) closest to the
   question in meaning (bundled e5) and terms, citing its node and every other node whose best
-  sentence is nearly as close (at most 3); else the best prepared QA answer or summary.
+  sentence is nearly as close (at most 3); else the best prepared QA answer or summary. Not in
+  memory when the statements holding the question's words are about another person or place
+  (`_off_subject`).
 """
 
 from __future__ import annotations
@@ -30,10 +40,13 @@ from typing import Any
 from hltm.embeddings import similarities
 from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
-from hltm.query.parse import FIELD_CUES
+from hltm.query.offline.subject import Span, Subject, about, named, node_texts, speakers
+from hltm.query.offline.subject import spans as context_spans
+from hltm.query.parse import CUES
 
 Payload = dict[str, Any]
 NO_ANSWER = "The retrieved memory does not answer this question."
+NOT_IN_MEMORY = "Not in memory:"
 FIELD_PHRASE = {**lx.FIELD_PHRASES, "title": "roles"}
 PROFILE_FIELDS = ("title", "location", "work_mode", "employment_type", "seniority")
 _KEEP_SHARE = 0.5
@@ -51,7 +64,6 @@ _TEXT_TERMS = {
     "skill": lx.SKILLS_ALL,
     "language": lx.LANGUAGES,
 }
-_CUES = {field: re.compile(pattern, re.IGNORECASE) for field, pattern in FIELD_CUES.items()}
 
 
 def _norm(value: str) -> str:
@@ -159,7 +171,7 @@ def _field_values(payload: Payload, field: str) -> tuple[list[str], list[str], s
         values, nodes = _rank(weights, spelling, backers)
         return values, nodes, "aggregated facets" if top < 2 else "project facets"
 
-    cue = _CUES.get(field)
+    cue = CUES.get(field)
     texts: list[tuple[int, str, str]] = []  # (depth, node id, text)
     for qa in payload.get("qa", []):
         if cue is not None and cue.search(qa.get("question", "")):
@@ -185,9 +197,10 @@ def _field_values(payload: Payload, field: str) -> tuple[list[str], list[str], s
 
 def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
     """(values with their project counts, best first; the nodes stating them) of a field the
-    question leaves open, from the facets of the nodes below a contract or seat scope (a seat's
-    value counts the projects supporting it, a project's counts one). Empty at a project scope
-    or when nothing below the scope states the field."""
+    question leaves open, over the nodes below a contract or seat scope: each project counts
+    once for each distinct value it states (spellings merged); without project facets, a seat's
+    value counts the projects supporting it. Empty at a project scope or when nothing below the
+    scope states the field."""
     scope = payload.get("scope") or {}
     if scope.get("level") not in ("contract", "seat"):
         return [], []
@@ -196,11 +209,17 @@ def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
         for f in payload.get("facets", [])
         if f.get("field") == field and f.get("node_id") != scope.get("node_id")
     ]
+    if any(f.get("level") == "project" for f in facets):
+        facets = [f for f in facets if f.get("level") == "project"]
     counts: dict[str, int] = defaultdict(int)
     spelling: dict[str, str] = {}
+    seen: set[tuple[str, str]] = set()
     nodes: list[str] = []
     for facet in facets:
         key = _norm(facet["value"])
+        if (key, facet["node_id"]) in seen:
+            continue
+        seen.add((key, facet["node_id"]))
         spelling.setdefault(key, facet["value"])
         counts[key] += facet.get("support") or 1
         if facet["node_id"] not in nodes:
@@ -211,7 +230,7 @@ def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
 
 
 def _qa_for_field(payload: Payload, field: str) -> dict[str, Any] | None:
-    cue = _CUES.get(field)
+    cue = CUES.get(field)
     items = payload.get("qa", [])
     if cue is None:
         return None
@@ -221,7 +240,39 @@ def _qa_for_field(payload: Payload, field: str) -> dict[str, Any] | None:
     return min(matching, key=lambda q: _DEPTH.get(q.get("level", "project"), 2))
 
 
-def _preferences(payload: Payload, fields: list[str]) -> Payload:
+def _restricted(payload: Payload, nodes: set[str]) -> Payload:
+    """The payload with only the items of `nodes`."""
+    kinds = ("facets", "qa", "summaries", "passages")
+    kept = {k: [i for i in payload.get(k, []) if i["node_id"] in nodes] for k in kinds}
+    return {**payload, **kept}
+
+
+def _subject_nodes(payload: Payload, subject: Subject) -> set[str] | None:
+    """The nodes the question's subject picks out: the projects its words name (by their
+    labels), and the nodes stating every value the question gives (`location: Boston`);
+    None when it names neither."""
+    chosen = set(subject.nodes) if subject.words else None
+    valued = [p for p in payload.get("pairs", []) if p.get("field") and p.get("value")]
+    if valued:
+        evidence = _project_evidence(payload, level=None)
+        stating = {
+            node_id
+            for node_id, item in evidence.items()
+            if all(_states(item, p["field"], p["value"]) for p in valued)
+        }
+        chosen = stating if chosen is None else chosen & stating
+    return chosen
+
+
+def _subject_phrase(payload: Payload, subject: Subject) -> str:
+    valued = [p["value"] for p in payload.get("pairs", []) if p.get("field") and p.get("value")]
+    named_ = [_label(payload, n) for n in sorted(subject.nodes)] if subject.words else []
+    about_ = valued + [f"“{label}”" for label in named_]
+    return f" for {' and '.join(about_)}" if about_ else ""
+
+
+def _field_lines(payload: Payload, fields: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(one line per field that has values, the nodes they rest on, where each came from)."""
     lines, cited, reasons = [], [], []
     asked_open = {
         p["field"] for p in payload.get("pairs", []) if p.get("field") and not p.get("value")
@@ -232,9 +283,7 @@ def _preferences(payload: Payload, fields: list[str]) -> Payload:
         if values:
             lines.append(f"{phrase}: {', '.join(values)}")
             cited += [n for n in nodes if n not in cited]
-            reasons.append(
-                f"{phrase} from the facets of every branch of the scope: {', '.join(nodes)}"
-            )
+            reasons.append(f"{phrase} from the facets of the scope's projects: {', '.join(nodes)}")
             continue
         values, nodes, origin = _field_values(payload, field)
         if values:
@@ -248,19 +297,41 @@ def _preferences(payload: Payload, fields: list[str]) -> Payload:
             if qa["node_id"] not in cited:
                 cited.append(qa["node_id"])
             reasons.append(f"{phrase} from the prepared answer of {qa['node_id']}")
-    if not lines:
-        return _lookup(payload)
-    return {
-        "answer": "; ".join(lines) + ".",
-        "citation": cited,
-        "rationale": "Usual values, best supported first: " + "; ".join(reasons) + ".",
-    }
+    return lines, cited, reasons
+
+
+def _preferences(payload: Payload, fields: list[str], subject: Subject) -> Payload:
+    """The asked fields' values (`fields`; none asked: the profile's) over the nodes about the
+    question's subject; not in memory when fields were asked and nothing about the subject
+    states them."""
+    chosen = _subject_nodes(payload, subject)
+    scoped = payload if chosen is None else _restricted(payload, chosen)
+    lines, cited, reasons = _field_lines(scoped, fields or list(PROFILE_FIELDS))
+    if lines:
+        return {
+            "answer": "; ".join(lines) + ".",
+            "citation": cited,
+            "rationale": "Usual values, best supported first: " + "; ".join(reasons) + ".",
+            "in_memory": True,
+        }
+    if not fields:
+        return _lookup(payload, subject)
+    phrase = " or ".join(FIELD_PHRASE.get(f, f.replace("_", " ")) for f in fields)
+    elsewhere, nodes, _ = _field_lines(payload, fields) if chosen else ([], [], [])
+    scope = (payload.get("scope") or {}).get("node_id") or "this scope"
+    return _not_in_memory(
+        f"nothing in {scope} states {phrase}{_subject_phrase(payload, subject)}.",
+        f"other projects state {'; '.join(elsewhere)}" if elsewhere else "",
+        nodes,
+    )
 
 
 # ---- find projects -----------------------------------------------------------------------------
 
 
-def _project_evidence(payload: Payload) -> dict[str, dict[str, Any]]:
+def _project_evidence(payload: Payload, level: str | None = "project") -> dict[str, dict[str, Any]]:
+    """node id → its facets by field, its texts and label, for the nodes of `level` (None:
+    every level)."""
     projects: dict[str, dict[str, Any]] = {}
 
     def entry(node_id: str) -> dict[str, Any]:
@@ -268,17 +339,20 @@ def _project_evidence(payload: Payload) -> dict[str, dict[str, Any]]:
             node_id, {"facets": defaultdict(list), "texts": [], "label": _label(payload, node_id)}
         )
 
+    def wanted(item: dict[str, Any]) -> bool:
+        return level is None or item.get("level", "project") == level
+
     for facet in payload.get("facets", []):
-        if facet.get("level") == "project":
+        if wanted(facet):
             entry(facet["node_id"])["facets"][facet["field"]].append(facet["value"])
     for qa in payload.get("qa", []):
-        if qa.get("level") == "project":
+        if wanted(qa):
             entry(qa["node_id"])["texts"].append(f"{qa['question']} {qa['answer']}")
     for summary in payload.get("summaries", []):
-        if summary.get("level") == "project":
+        if wanted(summary):
             entry(summary["node_id"])["texts"].append(summary.get("summary", ""))
     for passage in payload.get("passages", []):
-        if passage.get("level", "project") == "project":
+        if wanted(passage):
             item = entry(passage["node_id"])
             item["texts"].append(passage.get("text", ""))
     for item in projects.values():
@@ -304,40 +378,39 @@ def _find_projects(payload: Payload, pairs: list[dict[str, str]]) -> Payload:
     valued = [p for p in pairs if p.get("value")]
     if not valued:
         chosen = list(projects)[:_MAX_PROJECTS]
-        matched_all = True
     else:
         counts = {
             nid: sum(_states(item, p["field"], p["value"]) for p in valued)
             for nid, item in projects.items()
         }
         chosen = [nid for nid, c in counts.items() if c == len(valued)][:_MAX_PROJECTS]
-        matched_all = bool(chosen)
         if not chosen:
             best = max(counts.values())
+            conditions = ", ".join(f"{p['field']}: {p['value']}" for p in valued)
             if best == 0:
-                conditions = ", ".join(f"{p['field']}: {p['value']}" for p in valued)
-                return {
-                    "answer": f"No project in the retrieved memory matches {conditions}.",
-                    "citation": [],
-                    "rationale": f"None of {len(projects)} retrieved projects states these values.",
-                }
+                return _not_in_memory(
+                    f"none of the {len(projects)} retrieved projects matches {conditions}."
+                )
             chosen = [nid for nid, c in counts.items() if c == best][:_MAX_PROJECTS]
+            return _not_in_memory(
+                f"no retrieved project matches all of {conditions}.",
+                "; ".join(f"{projects[nid]['label']} [{nid}]" for nid in chosen),
+                chosen,
+            )
     listing = "; ".join(f"{projects[nid]['label']} [{nid}]" for nid in chosen)
     conditions = ", ".join(f"{p['field']}: {p['value']}" for p in valued) or "the question"
-    if matched_all:
-        answer = f"Matching projects: {listing}."
-        rationale = f"These projects' memory states {conditions}."
-    else:
-        answer = f"No project matches all of {conditions}; closest: {listing}."
-        rationale = "These projects state most of the conditions."
-    return {"answer": answer, "citation": chosen, "rationale": rationale}
+    return {
+        "answer": f"Matching projects: {listing}.",
+        "citation": chosen,
+        "rationale": f"These projects' memory states {conditions}.",
+        "in_memory": True,
+    }
 
 
 # ---- lookup ------------------------------------------------------------------------------------
 
 
 _WHEN = re.compile(r"^\s*(?:when|what (?:year|month|day|date|time)|how long ago|когда)\b", re.I)
-_TAG = re.compile(r"^\[[^\]]+\]\s*")
 _DATE = re.compile(r"\b(\d{1,2}) ([A-Z][a-z]+),? (\d{4})\b")
 _RELATIVE = re.compile(
     r"\b(yesterday|last (?:week|weekend|month|year)|(?:this|next) month)\b", re.I
@@ -376,40 +449,39 @@ def when_said(sentence: str, label: str) -> str | None:
     return f"{day:%-d %B %Y}"
 
 
-def _spans(payload: Payload) -> list[tuple[str, str, float, int]]:
-    """Every sentence the context holds as (text, node id, retrieval score, order)."""
-    out: list[tuple[str, str, float, int]] = []
-    items = [(q["answer"], q["node_id"], float(q.get("score", 0.0))) for q in payload.get("qa", [])]
-    items += [(x.get("summary", ""), x["node_id"], 0.0) for x in payload.get("summaries", [])]
-    items += [(x.get("text", ""), x["node_id"], 0.0) for x in payload.get("passages", [])]
-    for text, node_id, score in items:
-        for sentence, _ in lx.sentences(text):
-            sentence = _TAG.sub("", sentence)
-            if len(sentence.split()) >= 3:
-                out.append((sentence, node_id, score, len(out)))
-    return out
-
-
-def _overlaps(question: str, spans: list[tuple[str, str, float, int]]) -> list[float]:
-    """Each span's share of the question's terms it holds, rare terms (across the context)
-    weighing more: 0 (none) … 1 (all)."""
-    wanted = set(terms(question))
-    held = [set(terms(text)) for text, _, _, _ in spans]
+def _overlaps(question: str, spans: list[Span], ignore: set[str] = frozenset()) -> list[float]:
+    """Each span's share of the question's terms it holds (`ignore`d terms left out), rare
+    terms (across the context) weighing more: 0 (none) … 1 (all)."""
+    wanted = set(terms(question)) - ignore
+    held = [set(terms(span.text)) - ignore for span in spans]
     df = {t: sum(t in h for h in held) for t in wanted}
     weight = {t: math.log(1 + len(spans) / df[t]) for t in wanted if df[t]}
     total = sum(weight.values()) or 1.0
     return [sum(weight.get(t, 0.0) for t in h & wanted) / total for h in held]
 
 
-def _meanings(question: str, spans: list[tuple[str, str, float, int]]) -> list[float]:
+def _meanings(question: str, spans: list[Span]) -> list[float]:
     """Each span's e5 similarity to the question, rescaled over this context from its least
     (0) to its most similar span (1): e5's cosines are compressed, their order is what counts."""
-    sims = similarities(question, [text for text, _, _, _ in spans])
+    sims = similarities(question, [span.text for span in spans])
     low, high = min(sims), max(sims)
     return [(x - low) / (high - low) if high > low else 0.0 for x in sims]
 
 
-def supporting_spans(payload: Payload, question: str) -> list[tuple[str, str, float]]:
+def _ranked(
+    spans: list[Span], meaning: list[float], overlap: list[float]
+) -> list[tuple[int, float]]:
+    """(span index, score) best first: meaning plus the share of the question's terms held."""
+    score = [m + _TERM_WEIGHT * o for m, o in zip(meaning, overlap, strict=True)]
+    order = sorted(
+        range(len(spans)), key=lambda i: (-round(score[i], 6), -spans[i].score, spans[i].order)
+    )
+    return [(i, score[i]) for i in order]
+
+
+def supporting_spans(
+    question: str, spans: list[Span], meaning: list[float]
+) -> list[tuple[str, str, float]]:
     """The context sentences that support an answer, best first, as (sentence, node id, score),
     at most one per node and `_MAX_CITED` in all.
 
@@ -418,26 +490,111 @@ def supporting_spans(payload: Payload, question: str) -> list[tuple[str, str, fl
     of it is cited beside it (a fact told across sessions, or two equally good readings).
     A context sharing no term with the question supports nothing.
     """
-    spans = _spans(payload)
-    if not spans or not terms(question):
-        return []
     overlap = _overlaps(question, spans)
-    if max(overlap) == 0:
+    if not spans or max(overlap) == 0:
         return []
-    meaning = _meanings(question, spans)
-    score = [m + _TERM_WEIGHT * o for m, o in zip(meaning, overlap, strict=True)]
-    order = sorted(
-        range(len(spans)), key=lambda i: (-round(score[i], 6), -spans[i][2], spans[i][3])
-    )
-    best = score[order[0]]
+    ranked = _ranked(spans, meaning, overlap)
+    best = ranked[0][1]
     out: list[tuple[str, str, float]] = []
-    for i in order:
-        text, node_id, _, _ = spans[i]
-        if score[i] < best - _CITE_MARGIN or len(out) >= _MAX_CITED:
+    for i, score in ranked:
+        if score < best - _CITE_MARGIN or len(out) >= _MAX_CITED:
             break
-        if overlap[i] > 0 and all(node_id != n for _, n, _ in out):
-            out.append((text, node_id, round(score[i], 4)))
+        if overlap[i] > 0 and all(spans[i].node_id != n for _, n, _ in out):
+            out.append((spans[i].text, spans[i].node_id, round(score, 4)))
     return out
+
+
+_ASKS = re.compile(r"\?[\"”’')\]]*\s*$")  # a sentence that asks states nothing
+
+
+def _evidence(
+    payload: Payload, question: str, spans: list[Span], meaning: list[float], ignore: set[str]
+) -> list[Span]:
+    """The statements holding a question term other than `ignore`d ones, best first down to
+    `_CITE_MARGIN` below the best: the passages that state what was asked. A question states
+    nothing, and neither does a line naming its own node (a summary's "Project … “title”")."""
+    overlap = _overlaps(question, spans, ignore)
+    stating = [
+        (spans[i], score)
+        for i, score in _ranked(spans, meaning, overlap)
+        if overlap[i] > 0
+        and not _ASKS.search(spans[i].text)
+        and _label(payload, spans[i].node_id) not in spans[i].text
+    ]
+    return [span for span, score in stating if score >= stating[0][1] - _CITE_MARGIN]
+
+
+def _off_subject(
+    payload: Payload, question: str, spans: list[Span], meaning: list[float], subject: Subject
+) -> str | None:
+    """Why what was asked is not in memory, when the passages that state it are about another
+    subject (None: they are not, or nothing tells).
+
+    A place the question names must be stated by one of the evidence's nodes (`_evidence`). A
+    person it names must be who one of the passages stating the rest of the question is about,
+    when any of them is about someone (`subject.about`); those passages are found without the
+    name, whose words and meaning would favour whatever that person said about anything.
+    Evidence about no one in particular decides nothing, and a question naming no one, or two
+    people, is not judged by person."""
+    people = subject.speakers
+    naming = [w for w in re.findall(r"\S+", question) if named(w.strip("?!.,;:"), people)]
+    names = {t for w in naming for t in terms(w)} | {t for p in people for t in terms(p)}
+    evidence = _evidence(payload, question, spans, meaning, names)
+    if not evidence:
+        return None
+    if subject.places:
+        texts = node_texts(payload)
+        if not any(subject.states_places(f"{s.text}\n{texts[s.node_id]}") for s in evidence):
+            return f"nothing retrieved states this for {' or '.join(sorted(subject.places))}."
+    if len(subject.people) != 1:
+        return None
+    (person,) = subject.people
+    rest = " ".join(w for w in question.split() if w not in naming)
+    evidence = _evidence(payload, question, spans, _meanings(rest, spans), names)
+    abouts = [about(span, people) for span in evidence]
+    if any(person in who for who in abouts) or not any(abouts):
+        return None
+    who = next(w for w in abouts if w)
+    return f"what the memory holds on this is said of {' and '.join(sorted(who))}, not {person}."
+
+
+def _said_of(payload: Payload, subject: Subject, fields: list[str]) -> Payload | None:
+    """The asked fields' values the passages about the person the question names state ("which
+    cities has John been to?": the places his own words name), in order of appearance; None when
+    they state none (or the field has no vocabulary to read text with)."""
+    people = subject.speakers
+    spans = [s for s in context_spans(payload, people) if not _ASKS.search(s.text)]
+    about_them = [s for s in spans if subject.people & about(s, people)]
+    lines, cited = [], []
+    for field in fields:
+        values: dict[str, str] = {}
+        for span in about_them:
+            for value in _text_values(field, span.body):
+                values.setdefault(_norm(value), value)
+                if span.node_id not in cited:
+                    cited.append(span.node_id)
+        if values:
+            lines.append(f"{FIELD_PHRASE.get(field, field)}: {', '.join(values.values())}")
+    if not lines:
+        return None
+    who = " and ".join(sorted(subject.people))
+    return {
+        "answer": "; ".join(lines) + ".",
+        "citation": cited,
+        "rationale": f"Named in what the memory holds about {who}, in {', '.join(cited)}.",
+        "in_memory": True,
+    }
+
+
+def _not_in_memory(reason: str, hint: str = "", nearest: list[str] | None = None) -> Payload:
+    """An answer saying the memory does not state what was asked; the nearest find may follow
+    as a hint, its nodes named in `citation` (which the engine keeps as `nearest`)."""
+    return {
+        "answer": f"{NOT_IN_MEMORY} {reason}" + (f" Nearest: {hint}" if hint else ""),
+        "citation": nearest or [],
+        "rationale": reason[0].upper() + reason[1:],
+        "in_memory": False,
+    }
 
 
 def _document_of(payload: Payload, node_id: str, sentence: str) -> str:
@@ -448,10 +605,19 @@ def _document_of(payload: Payload, node_id: str, sentence: str) -> str:
     return ""
 
 
-def _lookup(payload: Payload) -> Payload:
-    """The best supporting sentence of the context, citing the nodes that hold support."""
+def _lookup(payload: Payload, subject: Subject | None = None) -> Payload:
+    """The best supporting sentence of the context, citing the nodes that hold support; not in
+    memory when the sentences that state it are about another subject (`_off_subject`), with
+    that sentence as the hint."""
     question = str(payload.get("question") or "")
-    found = supporting_spans(payload, question)
+    subject = subject or Subject.of(payload, question, speakers(payload))
+    spans = context_spans(payload, subject.speakers)
+    found: list[tuple[str, str, float]] = []
+    off = None
+    if spans and terms(question):
+        meaning = _meanings(question, spans)
+        found = supporting_spans(question, spans, meaning)
+        off = _off_subject(payload, question, spans, meaning, subject)
     if found:
         sentence, node_id, _ = found[0]
         answer = sentence
@@ -459,6 +625,9 @@ def _lookup(payload: Payload) -> Payload:
             answer = when_said(sentence, _label(payload, node_id)) or (
                 f"{sentence} ({_label(payload, node_id)})"
             )
+        if off is not None:
+            said_when = "" if answer == sentence else f" ({answer})"
+            return _not_in_memory(off, f"“{sentence}”{said_when}", [n for _, n, _ in found])
         source = _document_of(payload, node_id, sentence)
         also = [n for _, n, _ in found[1:]]
         return {
@@ -469,6 +638,8 @@ def _lookup(payload: Payload) -> Payload:
             + (f", document {source}" if source else "")
             + (f"; as close in {', '.join(also)}." if also else "."),
         }
+    if off is not None:
+        return _not_in_memory(off)
     qa = payload.get("qa", [])
     if qa:
         best = max(qa, key=lambda q: q.get("score", 0.0))
@@ -503,22 +674,28 @@ def _lookup(payload: Payload) -> Payload:
             "citation": [best["node_id"]],
             "rationale": f"From a passage of {best['node_id']}.",
         }
-    return {"answer": NO_ANSWER, "citation": [], "rationale": "Nothing was retrieved."}
+    return _not_in_memory("nothing retrieved answers this.")
 
 
 def answer(payload: Payload) -> Payload:
     """The offline handler of the `answer` task."""
     if not _context_ids(payload):
-        return {"answer": NO_ANSWER, "citation": [], "rationale": "Nothing was retrieved."}
+        return _not_in_memory("nothing was retrieved.")
     intent = payload.get("intent", "lookup")
     pairs = [p for p in payload.get("pairs", []) if p.get("field")]
+    subject = Subject.of(payload, str(payload.get("question") or ""), speakers(payload))
     if intent == "find_projects":
         result = _find_projects(payload, pairs)
-    elif intent == "preferences" or (pairs and all(not p.get("value") for p in pairs)):
-        fields = list(dict.fromkeys(p["field"] for p in pairs)) or list(PROFILE_FIELDS)
-        result = _preferences(payload, fields)
+    elif subject.people:  # what a person said or did is in their passages, not in facets
+        asked = [p["field"] for p in pairs if not p.get("value")]
+        result = _said_of(payload, subject, asked) or _lookup(payload, subject)
+    elif intent == "preferences" or any(not p.get("value") for p in pairs):
+        # The fields asked without a value are what is asked; the valued ones are conditions.
+        asked = [p["field"] for p in pairs if not p.get("value")] or [p["field"] for p in pairs]
+        result = _preferences(payload, list(dict.fromkeys(asked)), subject)
     else:
-        result = _lookup(payload)
+        result = _lookup(payload, subject)
     known = set(_context_ids(payload))
     result["citation"] = [c for c in result["citation"] if c in known]
+    result.setdefault("in_memory", True)
     return result

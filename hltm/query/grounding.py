@@ -1,0 +1,114 @@
+"""The grounding check: an answer may state only values its cited context states.
+
+A valid citation is not yet a supported answer: a model can cite the right project and state the
+salary of the one beside it, or answer a salary question with the project's employment type. So,
+after any backend answers, the values the answer states are looked up in the items of the nodes
+it cites (facets, prepared answers, summaries, passages and the nodes' labels):
+
+* **numbers** of three or more digits and amounts (`85,000`, `4250`), compared without their
+  separators; a four-digit year also counts when the cited items name a year one away from it
+  (a "last year" said in a session of 2023 is 2022);
+* **places** the shared gazetteer knows, by their canonical name;
+* **names**: capitalised words that are neither stop words nor month or day names, and that the
+  question itself does not contain (an answer may repeat the asker's words);
+* **the asked field**: an answer to "what salary…?" that states a value of another field of the
+  cited nodes (an employment type, a place) and no value of the asked one is answering a
+  neighbouring field.
+
+Anything left over is `ungrounded`; the engine then flags the answer `unsupported`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from hltm.memory import lexicon as lx
+from hltm.memory.salience import terms
+from hltm.query.parse import CUES
+
+_NUMBER = re.compile(r"\d{1,3}(?:[,. ]\d{3})+(?!\d)|\d+(?:[.,]\d+)?")  # 85,000 · 85 000 · 4250
+_NAME = re.compile(r"\b[A-ZА-ЯЁ][\w'’-]+")
+_CALENDAR = {n.casefold() for n in (*calendar.month_name, *calendar.day_name) if n}
+
+
+def _numbers(text: str) -> set[str]:
+    out = set()
+    for match in _NUMBER.finditer(text):
+        digits = re.sub(r"\D", "", match.group(0))
+        if len(digits) >= 3:
+            out.add(digits.lstrip("0") or "0")
+    return out
+
+
+def _places(text: str) -> set[str]:
+    return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """Everything a context item says, as one string (its label included)."""
+    parts = [item.get("label", "")]
+    if "field" in item:
+        parts.append(f"{item['field']}: {item.get('value', '')}")
+    parts += [item.get(key, "") for key in ("question", "answer", "summary", "text")]
+    return "\n".join(str(p) for p in parts if p)
+
+
+def _field_values(items: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """field → the values the items state for it (facets, and prepared answers to questions
+    that name the field)."""
+    out: dict[str, set[str]] = {}
+    for item in items:
+        if "field" in item:
+            out.setdefault(item["field"], set()).add(str(item.get("value", "")))
+        elif item.get("question") and item.get("answer"):
+            for field, cue in CUES.items():
+                if cue.search(item["question"]):
+                    out.setdefault(field, set()).add(str(item["answer"]))
+    return out
+
+
+def _states(answer: str, value: str) -> bool:
+    if not value.strip():
+        return False
+    if lx.normalise_value(value) in lx.normalise_value(answer):
+        return True
+    wanted = _numbers(value)
+    return bool(wanted) and wanted <= _numbers(answer)
+
+
+def ungrounded(
+    answer: str,
+    question: str,
+    cited_items: list[dict[str, Any]],
+    asked_fields: Iterable[str] = (),
+) -> list[str]:
+    """The values `answer` states that its cited items do not (empty: grounded)."""
+    cited = "\n".join(item_text(item) for item in cited_items)
+    out: list[str] = []
+    held = _numbers(cited)
+    years = {int(n) for n in held if len(n) == 4}
+    for number in sorted(_numbers(answer) - held):
+        year = int(number) if len(number) == 4 else None
+        if year is None or not years & {year - 1, year + 1}:
+            out.append(number)
+    out += sorted(_places(answer) - _places(cited) - _places(question))
+    for match in _NAME.finditer(answer):
+        name = match.group(0)
+        word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
+        if not terms(name) or name.casefold() in _CALENDAR or name in out:
+            continue
+        if not word.search(cited) and not word.search(question):
+            out.append(name)
+    values = _field_values(cited_items)
+    for field in asked_fields:
+        if any(_states(answer, v) for v in values.get(field, ())):
+            continue
+        other = sorted(
+            v for f, vs in values.items() if f != field for v in vs if _states(answer, v)
+        )
+        if other:
+            out.append(f"{other[0]} (not a {field.replace('_', ' ')})")
+    return out
