@@ -88,6 +88,37 @@ def ingest(directory: Path, encoding: str, language: str | None) -> None:
     sys.exit(0)
 
 
+@click.command()
+@click.option("--all", "show_all", is_flag=True, help="Also the rows a later ingest resolved.")
+def quarantine(show_all: bool) -> None:
+    """The rows ingest quarantined: which file and line, why, and what resolves each (a good
+    row with the same id in a later ingest, or the same file read without the problem)."""
+    from hltm.sources.ingest import quarantined
+    from hltm.sources.report import reason_kind, remedy
+
+    rows = quarantined(settings().sources_db, include_resolved=show_all)
+    open_rows = [r for r in rows if r.resolved_at is None]
+    if not rows:
+        click.echo("nothing is quarantined")
+        return
+    if not open_rows:
+        click.echo("nothing is quarantined now")
+    groups: dict[tuple[str, str], list] = {}
+    for row in rows:
+        groups.setdefault((row.table, reason_kind(row.reason)), []).append(row)
+    for (table, kind), found in groups.items():
+        click.secho(f"{table}: {len(found)} × {kind}", bold=True)
+        click.echo(f"  what resolves it: {remedy(found[0].reason, table)}")
+        for row in found:
+            where = f"{row.file} line {row.line}" if row.line is not None else row.file
+            state = f"  (resolved {row.resolved_at:%Y-%m-%d %H:%M})" if row.resolved_at else ""
+            click.echo(f"  {row.key or '-':<16} {where:<28} {row.reason}{state}")
+    click.echo(
+        f"{len(open_rows)} open"
+        + (f", {len(rows) - len(open_rows)} resolved" if show_all else " (--all: resolved too)")
+    )
+
+
 def rebuild_purged_memory(plan: Plan) -> None:
     """Rebuild the memory nodes a deletion purged (a `refresh_memory_tree` run), or say exactly
     what is missing and how to finish. Readers never saw the deleted rows meanwhile: the purged
@@ -159,4 +190,4 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
 for _kind in ("project", "document", "resume"):
     _deleter(_kind)
 
-COMMANDS = [generate, ingest, delete]
+COMMANDS = [generate, ingest, quarantine, delete]
