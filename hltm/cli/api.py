@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, settings, uses_data
 
 # Words that make a field a secret (whole words of its name: `llm_max_tokens_cap` is not one).
 _SECRET_WORDS = {"key", "token", "secret", "password"}
@@ -112,6 +112,7 @@ def settings_command(as_json: bool) -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8766, show_default=True, type=int)
+@uses_data
 def mcp_command(transport: str, host: str, port: int) -> None:
     """Serve the scoped memory query and the ranking lookup as MCP tools."""
     from hltm.query.engine import QueryEngine

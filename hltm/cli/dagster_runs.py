@@ -27,9 +27,12 @@ EXCLUSIVE = {
 def dagster_home() -> Path:
     """A persistent Dagster instance: runs and dynamic partitions survive restarts, and a killed
     run is detected and failed (`resources.instance`)."""
-    from resources.instance import ensure_dagster_home
+    from resources.instance import OtherWorld, ensure_dagster_home
 
-    home, warning = ensure_dagster_home()
+    try:
+        home, warning = ensure_dagster_home()
+    except OtherWorld as err:
+        fail(str(err))
     if warning:
         click.secho(f"warning: {warning}", fg="yellow", err=True)
     return home

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import click
 
-from hltm.cli.common import settings
+from hltm.cli.common import fail, settings, uses_data
 from hltm.cli.dagster_runs import dagster_home, last_probe_month, op_output, run_job
-from hltm.sources.ingest import ingest_directory
+from hltm.sources.ingest import OtherWorld, ingest_directory
 from hltm_devkit.generator import SIZES, generate_world
 
 # Small settings for the demo's evaluation runs, so they fit the demo's few minutes; the full
@@ -109,16 +109,24 @@ def print_summary(steps: list[StepTime]) -> None:
 @click.command()
 @click.option("--seed", default=7, show_default=True)
 @click.option("--size", type=click.Choice(sorted(SIZES)), default="demo", show_default=True)
+@uses_data
 def demo(seed: int, size: str) -> None:
     """Generate a sample world, ingest it, and run every part of the platform on it."""
     cfg = settings()
     home = dagster_home()
     world = cfg.data_dir / "world"
-    click.echo(f"data: {cfg.data_dir}   dagster instance: {home}   LLM: {cfg.llm_backend}")
+    click.echo(f"dagster instance: {home}   LLM: {cfg.llm_backend}")
 
     def sources() -> str:
         counts = generate_world(world, seed=seed, size=SIZES[size])
-        report = ingest_directory(world, cfg.sources_db)
+        try:
+            report = ingest_directory(world, cfg.sources_db)
+        except OtherWorld as err:
+            fail(
+                f"{cfg.data_dir} {err}, the sample world's: the demo runs in a data dir of its"
+                " own. Give it one (HLTM_DATA_DIR=$PWD/demo-data make demo), or empty this one"
+                f" first (rm -r {cfg.data_dir} {cfg.dagster_home})"
+            )
         return (
             f"{counts['projects']} projects, {counts['resumes']} resumes, "
             f"{counts['vacancies']} vacancies; loaded {report.loaded} rows "

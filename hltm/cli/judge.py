@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, realdata_option, require_known, settings
+from hltm.cli.common import fail, realdata_option, require_known, settings, uses_data
 from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.query import eval_group
 
@@ -152,6 +152,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
     " when the quote gate has no mandatory quote to measure, those that quoted none (clears a"
     " gate blocked by a bad spell of the model).",
 )
+@uses_data
 def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_failed: bool) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
     _require_vacancies(list(vacancies))
@@ -169,6 +170,7 @@ def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_faile
 @click.argument("vacancy_id")
 @click.option("--top", default=10, show_default=True)
 @click.option("--quotes", default=2, show_default=True, help="Quotes shown per candidate.")
+@uses_data
 def show(vacancy_id: str, top: int, quotes: int) -> None:
     """The current ranking of VACANCY_ID with the evidence behind it and what memory added
     (refused when the `rankings` table no longer matches the journal)."""
@@ -199,6 +201,7 @@ def calibration_line(vacancy_id: str) -> str:
 @click.argument("vacancy_id")
 @click.option("--at", "at", default=None, help="ISO moment (UTC); default: now.")
 @click.option("--top", default=10, show_default=True)
+@uses_data
 def as_of(vacancy_id: str, at: str | None, top: int) -> None:
     """Reconstruct the ranking of VACANCY_ID as it was published at a past moment."""
     from hltm.judge.journal import ranking_as_of, verify_chain
@@ -225,6 +228,7 @@ def as_of(vacancy_id: str, at: str | None, top: int) -> None:
 
 @judge.command()
 @click.argument("vacancy_id", required=False)
+@uses_data
 def journal(vacancy_id: str | None) -> None:
     """List ranking journal rows (all, or one vacancy's) and verify the hash chain."""
     from hltm.judge.journal import journal_entries, verify_chain
@@ -246,6 +250,7 @@ def journal(vacancy_id: str | None) -> None:
     is_flag=True,
     help="Write the head file anew (lost or damaged) once the journal verifies without it.",
 )
+@uses_data
 def verify(reanchor: bool) -> None:
     """Verify the ranking journal's hash chain, the deletion records that prove its redactions
     and the rankings served, against its head file and the Dagster instance's anchors (exit 1
@@ -309,6 +314,7 @@ def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
 )  # fmt: skip
 @realdata_option
 @click.option("--json-out", type=click.Path(path_type=Path), default=None)
+@uses_data
 def evaluate(
     vacancies: tuple[str, ...],
     per_vacancy: bool,
@@ -355,6 +361,7 @@ def evaluate(
 @click.option("--full", is_flag=True, help="Re-embed every resume instead of spot-checking.")
 @click.option("--set", "which", type=click.Choice(_SETS), default="all", show_default=True)
 @realdata_option
+@uses_data
 def check(full: bool, which: str, realdata: Path | None) -> None:
     """Re-measure the pinned cosine baselines; exit 1 if one no longer reproduces."""
     from hltm.embeddings import make_embedder
@@ -393,6 +400,7 @@ def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
 @click.option("--set", "which", type=click.Choice(_SETS[2:]), default="real", show_default=True)
 @realdata_option
 @click.option("--force", is_flag=True, help="Overwrite the existing frozen real set.")
+@uses_data
 def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
     """Label a real set by the rule in its spec.json and pin its cosine baseline.
 
@@ -427,6 +435,7 @@ def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Default: the repository's golden/ directory.")  # fmt: skip
 @click.option("--force", is_flag=True, help="Overwrite an existing frozen set.")
+@uses_data
 def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:
     """Build the golden set from the sample world and pin its cosine baseline.
 
@@ -459,6 +468,7 @@ def calibration() -> None:
 @click.option("--world", "world_dir", type=click.Path(path_type=Path), default=None,
               help="Directory with ground_truth.json (default: <data dir>/world).")  # fmt: skip
 @click.option("--workers", default=5, show_default=True)
+@uses_data
 def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     """Preference precision/recall against the world's seats, and golden P@10 with and without
     calibration (run after `hltm demo`: the memory must be the golden world's)."""

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import click
 
-from hltm.cli.common import fail, realdata_option, require_known, settings
+from hltm.cli.common import fail, realdata_option, require_known, settings, uses_data
 
 _LEVELS = ("contract", "seat", "project")
 T = TypeVar("T")
@@ -45,6 +45,7 @@ def _identity_options(fn):  # type: ignore[no-untyped-def]
 @click.option("--k-facet", type=int, default=None, help="Nodes the facet retriever returns.")
 @click.option("--k-qa", type=int, default=None, help="Nodes the QA retriever returns.")
 @click.option("--k-summary", type=int, default=None, help="Nodes the summary retriever returns.")
+@uses_data
 def ask(
     contract: str | None,
     seat: str | None,
@@ -130,6 +131,7 @@ def ask(
     show_default=True,
     help="uvicorn's line per request (every question is in the query log either way).",
 )
+@uses_data
 def serve(
     host: str,
     port: int,
@@ -177,6 +179,7 @@ def token() -> None:
 @token.command("create")
 @_identity_options
 @click.option("--label", default="", help="A note on who holds the token.")
+@uses_data
 def token_create(contract: str | None, seat: str | None, project: str | None, label: str) -> None:
     """Create a token; it is printed once and only its hash is stored."""
     from hltm.query.access import create_token
@@ -187,6 +190,7 @@ def token_create(contract: str | None, seat: str | None, project: str | None, la
 
 
 @token.command("list")
+@uses_data
 def token_list() -> None:
     """List tokens (ids and identities, never the tokens themselves)."""
     from hltm.query.access import list_tokens
@@ -201,6 +205,7 @@ def token_list() -> None:
 
 @token.command("revoke")
 @click.argument("token_id")
+@uses_data
 def token_revoke(token_id: str) -> None:
     """Revoke a token by its id (from `hltm token list`)."""
     from hltm.query.access import revoke_token
@@ -246,6 +251,7 @@ def eval_group() -> None:
     default=None,
     help="Also write the figures and per-question results as JSON.",
 )
+@uses_data
 def eval_memory(
     world: Path | None,
     limit: int | None,
@@ -352,6 +358,7 @@ def eval_locomo(
 
 @click.command()
 @click.option("--limit", default=20, show_default=True)
+@uses_data
 def queries(limit: int) -> None:
     """The newest entries of the query log with their cost."""
     from hltm.query.log import read_query_log

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, settings, uses_data
 from hltm.memory.tree import Plan
-from hltm.sources.ingest import ingest_directory
+from hltm.sources.ingest import OtherWorld, ingest_directory
 from hltm.sources.schema import LANGUAGES
 from hltm_devkit.generator import SIZES, generate_world
 
@@ -63,14 +63,33 @@ def observe_sources(redacted: bool = False) -> None:
     help="The language of every resume whose file has no language column (default: detected "
     "from each resume's text).",
 )
-def ingest(directory: Path, encoding: str, language: str | None) -> None:
+@click.option(
+    "--add-contracts",
+    is_flag=True,
+    help="Load a folder whose contracts are all new to this data dir into it anyway (they then "
+    "share its resumes, rankings and UI); without it such a folder is refused.",
+)
+@uses_data
+def ingest(directory: Path, encoding: str, language: str | None, add_contracts: bool) -> None:
     """Load DIRECTORY (CSV / Parquet / JSONL files named after their table) into the sources.
 
-    Bad rows go to the `quarantine` table with their reason and line; the summary is printed
-    whatever happened. Exits non-zero when nothing could be loaded or a table failed."""
+    Bad rows are quarantined with their reason and line (`hltm quarantine`); the summary is
+    printed whatever happened. A folder that shares no contract with the ones this data dir
+    holds is another world and is refused (see --add-contracts). Exits non-zero when nothing
+    could be loaded or a table failed."""
+    cfg = settings()
     defaults = {"language": language} if language else None
     try:
-        report = ingest_directory(directory, settings().sources_db, encoding, defaults)
+        report = ingest_directory(directory, cfg.sources_db, encoding, defaults, add_contracts)
+    except OtherWorld as err:
+        own = Path.cwd() / f"{directory.resolve().name}-data"
+        fail(
+            f"{cfg.data_dir} {err}. To keep the two worlds apart, ingest into a data dir"
+            f" of its own: HLTM_DATA_DIR={own} .venv/bin/hltm ingest {directory} (and the same"
+            " HLTM_DATA_DIR for every later hltm command and make ui). To add these contracts to"
+            f" {cfg.data_dir} (sharing its resumes, rankings and UI): .venv/bin/hltm ingest"
+            f" {directory} --add-contracts"
+        )
     except (FileNotFoundError, LookupError) as err:
         fail(str(err))
     click.echo(report.summary())
@@ -90,6 +109,7 @@ def ingest(directory: Path, encoding: str, language: str | None) -> None:
 
 @click.command()
 @click.option("--all", "show_all", is_flag=True, help="Also the rows a later ingest resolved.")
+@uses_data
 def quarantine(show_all: bool) -> None:
     """The rows ingest quarantined: which file and line, why, and what resolves each (a good
     row with the same id in a later ingest, or the same file read without the problem)."""
@@ -166,6 +186,7 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
         help=f"Delete one {kind} by id, and what was derived from it: {DELETES[kind]}.",
     )
     @click.argument("row_id", metavar=f"{kind.upper()}_ID")
+    @uses_data
     def command(row_id: str) -> None:
         from hltm.deletion import delete_everywhere, zero_unused_slots
 

@@ -307,6 +307,48 @@ def _load_table(
         con.execute(f"INSERT OR REPLACE INTO {table.name} ({columns}) SELECT {columns} FROM rows")
 
 
+class OtherWorld(ValueError):
+    """A folder whose contracts are all new to a data dir that holds contracts already: another
+    organisation's export, or a sample world beside a real one. Loading it would mix two worlds
+    in one resume pool, one set of rankings and one UI, so it takes an explicit yes."""
+
+    def __init__(self, held: list[str], brought: list[str]) -> None:
+        self.held, self.brought = held, brought
+        super().__init__(
+            f"holds contract{'s' * (len(held) > 1)} {_some(held)}; the folder brings only"
+            f" contract{'s' * (len(brought) > 1)} it does not hold ({_some(brought)})"
+        )
+
+
+def _some(ids: list[str], shown: int = 3) -> str:
+    return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def _contracts_brought(files: Mapping[str, list[Path]], encoding: str) -> set[str]:
+    """The contract ids a folder's files name: its contracts' own ids and its seats' owners."""
+    found: set[str] = set()
+    for name, column in (("contracts", "contract_id"), ("seats", "contract_id")):
+        table = TABLES_BY_NAME[name]
+        for path in files.get(name, []):
+            frame = read_file(path, encoding).frame
+            source = map_columns(table, [c for c in frame.columns if not c.startswith("__")])[0]
+            if column in source:
+                values = frame[source[column]].drop_nulls().str.strip_chars()
+                found |= {v for v in values.to_list() if v}
+    return found
+
+
+def _check_same_world(
+    con: duckdb.DuckDBPyConnection, files: Mapping[str, list[Path]], encoding: str
+) -> None:
+    held = sorted(r[0] for r in con.execute("SELECT contract_id FROM contracts").fetchall())
+    if not held:
+        return
+    brought = _contracts_brought(files, encoding)
+    if brought and not brought & set(held):
+        raise OtherWorld(held, sorted(brought))
+
+
 def find_table_files(src_dir: Path) -> tuple[dict[str, list[Path]], list[str]]:
     """Each table's files (by name, any case: `projects.csv`, `Projects.JSONL`), and the
     readable files that are not named after a table."""
@@ -328,9 +370,13 @@ def ingest_directory(
     sources_db: Path | str,
     encoding: str = "utf-8",
     defaults: Mapping[str, str] | None = None,
+    add_contracts: bool = False,
 ) -> IngestReport:
     """Load every table file of `src_dir`; one table's failure never stops the others.
-    `defaults`: a value for a column no file has (e.g. `{"language": "en"}`)."""
+    `defaults`: a value for a column no file has (e.g. `{"language": "en"}`). A folder that
+    shares no contract with the contracts the sources hold raises `OtherWorld` before anything
+    is loaded, unless `add_contracts` (an update of the same world shares them, or brings
+    none)."""
     started = datetime.now(UTC)
     src_dir = Path(src_dir)
     if not src_dir.is_dir():
@@ -342,6 +388,8 @@ def ingest_directory(
         return report
     with connect(sources_db) as con:
         ensure_sources_schema(con)
+        if not add_contracts:
+            _check_same_world(con, files, encoding)
         for name in LOAD_ORDER:
             if name not in files:
                 continue
