@@ -27,8 +27,11 @@ test: setup  ## lint, check the import contracts, build the docs, validate the c
 	$(BIN)/dagster definitions validate -m definitions
 	$(BIN)/python -m pytest
 
+# `dg dev` runs the project of pyproject's [tool.dg] from .venv (VIRTUAL_ENV says it is the one
+# in use); --no-check-yaml: the project has no component YAML to check.
 ui: setup  ## the Dagster UI on http://127.0.0.1:$(PORT) for the data dir's instance
-	DAGSTER_HOME=$$($(BIN)/hltm dagster-home) $(BIN)/dagster dev -w workspace.yaml -p $(PORT)
+	DAGSTER_HOME=$$($(BIN)/hltm dagster-home) VIRTUAL_ENV=$(abspath $(VENV)) \
+		$(BIN)/dg dev --no-check-yaml -p $(PORT)
 
 clean:
 	rm -rf data data.dagster site

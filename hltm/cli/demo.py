@@ -220,8 +220,8 @@ def demo(seed: int, size: str) -> None:
     ]
     print_summary(steps)
     click.echo(
-        "\nEvery asset of the graph is materialised. Open the UI: make ui   (or DAGSTER_HOME="
-        f"{home} .venv/bin/dagster dev -w workspace.yaml; then http://127.0.0.1:3000)"
+        "\nEvery asset of the graph is materialised. Open the UI: make ui   (then"
+        " http://127.0.0.1:3000)"
     )
 
 

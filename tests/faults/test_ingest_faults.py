@@ -326,7 +326,13 @@ def test_the_ingest_summary_gives_each_reason_and_what_to_do(tmp_path: Path) -> 
     _jsonl(
         src / "vacancies.jsonl",
         [
-            {"vacancy_id": f"v{i}", "project_id": project, "title": "Go", "text": "Go", "version": 1}
+            {
+                "vacancy_id": f"v{i}",
+                "project_id": project,
+                "title": "Go",
+                "text": "Go",
+                "version": 1,
+            }
             for i, project in enumerate(["p1", "p-gone", "p-away"])
         ],
     )
