@@ -483,7 +483,12 @@ def _judge_all(
             metadata=summary.totals(),
         )
     blocked = {vid: f"quote gate {r}; {pool_advice(vid)}" for vid, r in summary.blocked.items()}
-    return {**summary.totals(), "held_reasons": summary.held, "blocked_reasons": blocked}
+    return {
+        **summary.totals(),
+        "budget": summary.budget,
+        "held_reasons": summary.held,
+        "blocked_reasons": blocked,
+    }
 
 
 @dg.job(

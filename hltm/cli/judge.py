@@ -104,21 +104,21 @@ def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
     return lines
 
 
-def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) -> str:
-    """Judge and rank one vacancy (or all), through Dagster; a printable summary.
-
-    For `hltm demo`: the nightly job's totals, then the top candidates of one vacancy with the
-    verbatim quotes behind their mandatory requirements.
-    """
-    totals = run_judge([vacancy] if vacancy else None, budget, workers)
-    from hltm.judge.data import load_vacancies
-
-    shown = vacancy or next(iter(v.vacancy_id for v in load_vacancies(settings().sources_db)), None)
-    lines = [
-        f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs: "
-        f"{totals['judged']} judged, {totals['cached']} cached, {totals['failed']} failed, "
-        f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
-        f"{totals['tokens']} tokens; {totals['published']} rankings published"
+def judge_totals_line(totals: dict[str, Any]) -> str:
+    """A judge run's totals, each saying what it counts."""
+    deferred = totals["deferred"]
+    return (
+        f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs (a vacancy's"
+        f" candidates × the vacancy): {totals['judged']} judged now, {totals['cached']} from the"
+        f" score cache, {totals['failed']} failed"
+        + (
+            f", {deferred} deferred (past this run's budget of {totals['budget']} evaluations:"
+            " the next `hltm judge run`, `hltm refresh` or nightly run judges them first)"
+            if deferred
+            else ""
+        )
+        + f"; {totals['llm_calls']} LLM calls, {totals['tokens']:,} tokens;"
+        f" {totals['published']} rankings published"
         + (
             f", {totals['unchanged']} unchanged (already in the journal)"
             if totals["unchanged"]
@@ -129,7 +129,20 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
             if totals["held"]
             else ""
         )
-    ]
+    )
+
+
+def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) -> str:
+    """Judge and rank one vacancy (or all), through Dagster; a printable summary.
+
+    For `hltm demo`: the nightly job's totals, then the top candidates of one vacancy with the
+    verbatim quotes behind their mandatory requirements.
+    """
+    totals = run_judge([vacancy] if vacancy else None, budget, workers)
+    from hltm.judge.data import load_vacancies
+
+    shown = vacancy or next(iter(v.vacancy_id for v in load_vacancies(settings().sources_db)), None)
+    lines = [judge_totals_line(totals)]
     lines += [
         f"{vid}: ranking not published, {why}" for vid, why in totals["blocked_reasons"].items()
     ]
