@@ -206,7 +206,7 @@ def chain_check(
 
 
 def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None:
-    if publication.published:
+    if publication.published or publication.unchanged:
         log.info(f"{vacancy_id}: ranking published, {publication.reason}")
     else:
         log.warning(f"{vacancy_id}: ranking not replaced, {publication.reason}")
@@ -440,16 +440,17 @@ def _judge_all(
         elif step == "blocked":
             context.log.error(f"{vid}: ranking not published, quote gate {result.reason}")
 
+    # Recorded in dependency order: the index before the pools it feeds, or the UI reads every
+    # pool of this run stale ("resume_index has a new materialization").
+    index = _refresh(env)
+    context.log_event(
+        dg.AssetMaterialization(dg.AssetKey("resume_index"), metadata=dict(index.__dict__))
+    )
     summary = judge_all(
         env, ids, budget=config.budget or judge.budget, workers=config.workers or judge.workers,
         run_id=context.run.run_id, on_vacancy=on_vacancy, rejudge_failed=config.rejudge_failed,
+        refresh=False,
     )  # fmt: skip
-    if summary.index is not None:
-        context.log_event(
-            dg.AssetMaterialization(
-                dg.AssetKey("resume_index"), metadata=dict(summary.index.__dict__)
-            )
-        )
     if summary.gate is not None:
         for vid in ids:
             context.log_event(
@@ -482,7 +483,12 @@ def _judge_all(
             metadata=summary.totals(),
         )
     blocked = {vid: f"quote gate {r}; {pool_advice(vid)}" for vid, r in summary.blocked.items()}
-    return {**summary.totals(), "held_reasons": summary.held, "blocked_reasons": blocked}
+    return {
+        **summary.totals(),
+        "budget": summary.budget,
+        "held_reasons": summary.held,
+        "blocked_reasons": blocked,
+    }
 
 
 @dg.job(

@@ -39,6 +39,8 @@ from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.tags import RUN_KEY_TAG as RUN_KEY_TAG
 from dagster._serdes.config_class import ConfigurableClassData
 
+from hltm.settings import Settings
+
 _MARKER = "# written by `hltm dagster-home`"
 # Telemetry off (no network calls of our own accord); one memory refresh run at a time (DuckDB has
 # one writer, embedded Chroma one process). This is what `hltm dagster-home` wrote before it knew
@@ -66,11 +68,33 @@ run_monitoring:
 """
 
 
+# In every instance this project writes: the data dir whose history it keeps.
+WORLD_FILE = "hltm-data-dir"
+
+
+class OtherWorld(RuntimeError):
+    """$DAGSTER_HOME keeps the history of another data dir than $HLTM_DATA_DIR's."""
+
+
 def ensure_dagster_home() -> tuple[Path, str | None]:
-    """$DAGSTER_HOME (default ./.dagster_home) with this project's `dagster.yaml`, and a warning
-    when a user's own `dagster.yaml` leaves run monitoring off."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
+    """The data dir's Dagster instance (`Settings.dagster_home`, exported as $DAGSTER_HOME for
+    Dagster) with this project's `dagster.yaml`, and a warning when a user's own `dagster.yaml`
+    leaves run monitoring off. An instance that keeps another data dir's history is refused
+    (`OtherWorld`): its runs and partitions would mix two worlds in the UI."""
+    settings = Settings.from_env()
+    home = settings.dagster_home
+    world = home / WORLD_FILE
+    kept = world.read_text().strip() if world.exists() else None
+    if kept is not None and Path(kept) != settings.data_dir:
+        raise OtherWorld(
+            f"DAGSTER_HOME={home} keeps the Dagster history of {kept}, not of {settings.data_dir}"
+            f" (HLTM_DATA_DIR): unset DAGSTER_HOME (each data dir's instance is then"
+            f" <data dir>.dagster beside it), or point it at a folder of this data dir's own"
+        )
+    os.environ["DAGSTER_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
+    if kept is None:
+        world.write_text(f"{settings.data_dir}\n")
     config = home / "dagster.yaml"
     current = config.read_text() if config.exists() else None
     if current is None or current == _LEGACY_YAML or current.startswith(_MARKER):

@@ -100,18 +100,19 @@ def test_settings_command_prints_the_effective_configuration(
     out = CliRunner().invoke(main, ["settings"])
     assert out.exit_code == 0, out.output
     assert secret_key not in out.output and secret_token not in out.output
-    assert re.search(r"HLTM_JUDGE_WORKERS\s+3 \(env\)", out.output)
-    assert re.search(r"HLTM_JUDGE_BUDGET\s+3000 \(default\)", out.output)
-    assert re.search(r"openai_api_key\s+\*\*\*", out.output)
+    assert re.search(r"HLTM_JUDGE_WORKERS\s+workers\s+3 \(env\)", out.output)
+    assert re.search(r"HLTM_JUDGE_BUDGET\s+budget\s+3000 \(default\)", out.output)
+    assert re.search(r"OPENAI_API_KEY\s+openai_api_key\s+\*\*\*", out.output)
     assert str(tmp_path) in out.output
     # the core section says where each value came from, and a token *count* is no secret
-    assert re.search(r"llm_max_tokens_cap\s+4096 \(env\)", out.output)
-    assert re.search(r"data_dir\s+\S+ \(env\)", out.output)
-    assert re.search(r"llm_model\s+gpt-4o-mini \(default\)", out.output)
+    assert re.search(r"HLTM_LLM_MAX_TOKENS\s+llm_max_tokens_cap\s+4096 \(env\)", out.output)
+    assert re.search(r"HLTM_DATA_DIR\s+data_dir\s+\S+ \(env\)", out.output)
+    assert re.search(r"HLTM_LLM_MODEL\s+llm_model\s+gpt-4o-mini \(default\)", out.output)
     assert "HLTM_JUDGE_BUGDET is set but no setting reads it" in out.output
 
     as_json = json.loads(CliRunner().invoke(main, ["settings", "--json"]).stdout)
     assert as_json["judge"]["HLTM_JUDGE_WORKERS"] == {
+        "field": "workers",
         "value": "3",
         "source": "env",
         "help": COMPONENT_ENV["judge"]["workers"].help,

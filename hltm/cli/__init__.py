@@ -40,7 +40,8 @@ def main(verbose: bool) -> None:
 
 @main.command(name="dagster-home")
 def dagster_home_command() -> None:
-    """Create $DAGSTER_HOME (default ./.dagster_home) if needed and print it."""
+    """Create the data dir's Dagster instance if needed and print where it is ($DAGSTER_HOME,
+    default: <data dir>.dagster beside the data dir)."""
     from hltm.cli.dagster_runs import dagster_home
 
     click.echo(dagster_home())

@@ -8,7 +8,7 @@ import json
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, settings, uses_data
 
 # --------------------------------------------------------------------------- patterns
 
@@ -45,6 +45,7 @@ def _print_patterns(rows, as_json: bool) -> None:  # type: ignore[no-untyped-def
 @click.option("--no-release", is_flag=True, help="Do not release approved patterns as hints.")
 @click.option("--merge-similar", is_flag=True, help="Merge near-identical templates (embeds them).")
 @click.option("--json", "as_json", is_flag=True)
+@uses_data
 def patterns_mine(
     min_support: int | None,
     auto_approve: bool | None,
@@ -96,6 +97,7 @@ def patterns_mine(
 @click.option("--kind", type=click.Choice(["template", "attribute"]))
 @click.option("--all", "show_all", is_flag=True, help="Include patterns below min support now.")
 @click.option("--json", "as_json", is_flag=True)
+@uses_data
 def patterns_list(status: str | None, kind: str | None, show_all: bool, as_json: bool) -> None:
     """Stored patterns, best supported first."""
     from hltm.patterns import list_patterns
@@ -134,6 +136,7 @@ def _decide(ids: tuple[str, ...], status: str, by: str | None, note: str, do_rel
 @click.option("--by", default=None, help="Who approves (default: the OS user).")
 @click.option("--note", default="", help="Why.")
 @click.option("--no-release", is_flag=True, help="Approve only; release with the next mining.")
+@uses_data
 def patterns_approve(ids: tuple[str, ...], by: str | None, note: str, no_release: bool) -> None:
     """Approve patterns (ids or unambiguous id prefixes) and release them as memory hints."""
     _decide(ids, "approved", by, note, not no_release)
@@ -144,12 +147,14 @@ def patterns_approve(ids: tuple[str, ...], by: str | None, note: str, no_release
 @click.option("--by", default=None, help="Who rejects (default: the OS user).")
 @click.option("--note", default="", help="Why.")
 @click.option("--no-release", is_flag=True, help="Keep the current hints until the next mining.")
+@uses_data
 def patterns_reject(ids: tuple[str, ...], by: str | None, note: str, no_release: bool) -> None:
     """Reject patterns; a released one leaves the hints with the next release."""
     _decide(ids, "rejected", by, note, not no_release)
 
 
 @patterns_group.command(name="release")
+@uses_data
 def patterns_release() -> None:
     """Release the approved patterns as memory hints (a no-op when nothing changed)."""
     from hltm.patterns import release
@@ -175,6 +180,7 @@ def patterns_release() -> None:
 @click.option("--budget", type=int, default=None, help="Cold evaluations for this run.")
 @click.option("--estimate", is_flag=True, help="Only pick the samples and estimate the cost.")
 @click.option("--json", "as_json", is_flag=True)
+@uses_data
 def probe_command(
     month: str | None,
     vacancies: tuple[str, ...],
@@ -269,6 +275,7 @@ def stats_group() -> None:
 @click.option("--resamples", type=int, default=None, help="Bootstrap resamples (default 10000).")
 @click.option("--golden", "golden_dir", type=click.Path(), default=None, help="Golden set dir.")
 @click.option("--vacancy", "vacancies", multiple=True, help="Only these vacancies (repeatable).")
+@uses_data
 def stats_report(
     out_dir: str | None,
     models: str | None,

@@ -8,15 +8,16 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, settings, uses_data
 
 # Words that make a field a secret (whole words of its name: `llm_max_tokens_cap` is not one).
 _SECRET_WORDS = {"key", "token", "secret", "password"}
 
 
 def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
-    """{section: {name: {"value", "source"?, "help"?}}}: every setting as the platform uses it
-    (the core `Settings` by field, the components by variable with env / default)."""
+    """{section: {variable: {"field", "value", "source", "help"?}}}: every setting as the
+    platform uses it, by the variable a user sets, with the field that holds it (the core
+    `Settings`' or the component's) and whether the value came from the environment."""
     from hltm.evaluation.judge.tender import ReportSettings
     from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
     from hltm.judge.probe import ProbeSettings
@@ -36,10 +37,10 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
     for f in fields(core):
         value = getattr(core, f.name)
         secret = bool(_SECRET_WORDS & set(f.name.split("_")))
-        out["core"][f.name] = {
+        out["core"][CORE_FIELD_ENV[f.name]] = {
+            "field": f.name,
             "value": mask(value) if secret else _shown(value),
             "source": "env" if set_in_env(CORE_FIELD_ENV[f.name]) else "default",
-            "help": CORE_FIELD_ENV[f.name],
         }
     judge_defaults = {
         "budget": DEFAULT_BUDGET,
@@ -61,6 +62,7 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
         set_here = read_env(table)
         out[section] = {
             var.name: {
+                "field": name,
                 "value": mask(effective[section][name])
                 if var.secret
                 else _shown(effective[section][name]),
@@ -94,11 +96,11 @@ def settings_command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({**shown, "unknown_variables": unknown}, indent=1))
         return
+    click.secho(f"{'variable':<30} {'field':<22} value (source)", bold=True)
     for section, rows in shown.items():
         click.secho(section, bold=True)
         for name, row in rows.items():
-            source = f" ({row['source']})" if "source" in row else ""
-            click.echo(f"  {name:<28} {row['value']}{source}")
+            click.echo(f"  {name:<28} {row['field']:<22} {row['value']} ({row['source']})")
     for name in unknown:
         click.secho(f"warning: {name} is set but no setting reads it", fg="yellow", err=True)
 
@@ -114,6 +116,7 @@ def settings_command(as_json: bool) -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8766, show_default=True, type=int)
+@uses_data
 def mcp_command(transport: str, host: str, port: int) -> None:
     """Serve the scoped memory query and the ranking lookup as MCP tools."""
     from hltm.query.engine import QueryEngine

@@ -3,9 +3,12 @@ id it does not know."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rapidfuzz import fuzz, process
@@ -15,9 +18,34 @@ from hltm.settings import Settings
 _NEAREST = 3  # known ids an unknown one is shown beside
 _LIKE = 60  # rapidfuzz ratio (0–100) a known id needs to be shown as near
 
+# The folder of public real data sets, one option name wherever a command reads it.
+realdata_option = click.option(
+    "--realdata",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata"
+    " beside the repository; the README's 'Try it on real data' says where each set comes from).",
+)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 def settings() -> Settings:
     return Settings.from_env()
+
+
+def uses_data(command: F) -> F:
+    """A command that reads or writes the data dir says which one first (one line on stderr,
+    so stdout stays what a caller parses): with one world per data dir, a user sees at once
+    which world a command touches."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        click.echo(f"data: {settings().data_dir}", err=True)
+        return command(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def fail(message: str, as_json: bool = False, **fields: str) -> None:

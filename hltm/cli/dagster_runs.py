@@ -27,9 +27,12 @@ EXCLUSIVE = {
 def dagster_home() -> Path:
     """A persistent Dagster instance: runs and dynamic partitions survive restarts, and a killed
     run is detected and failed (`resources.instance`)."""
-    from resources.instance import ensure_dagster_home
+    from resources.instance import OtherWorld, ensure_dagster_home
 
-    home, warning = ensure_dagster_home()
+    try:
+        home, warning = ensure_dagster_home()
+    except OtherWorld as err:
+        fail(str(err))
     if warning:
         click.secho(f"warning: {warning}", fg="yellow", err=True)
     return home
@@ -62,6 +65,8 @@ def run_job(  # type: ignore[no-untyped-def]
     with dg.DagsterInstance.get() as instance:
         fail_dead_runs(instance)  # a run killed earlier must not stay STARTED
         result = execute_located(instance, job, origin, config, run_tags, selection)
+    for line in failed_checks(result):
+        click.secho(f"warning: {line}", fg="yellow", err=True)
     if fail_on_error and not result.success:
         reasons = (
             step_failures(result)
@@ -85,6 +90,29 @@ def refresh_memory(plan: Any) -> Any:
     from assets.memory import refresh_run_config
 
     return run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
+
+
+def failed_checks(result: Any) -> list[str]:
+    """One line per check that failed in the run (a WARN check, or an ERROR one that did not
+    stop it), with how many of its evaluations failed and the first one's description: the
+    command that ran the check says so, not only the UI."""
+    evaluations: dict[tuple[str, str], list[Any]] = {}
+    for evaluation in result.get_asset_check_evaluations():
+        key = (evaluation.check_name, evaluation.asset_key.to_user_string())
+        evaluations.setdefault(key, []).append(evaluation)
+    lines = []
+    for (check, asset), found in evaluations.items():
+        failed = [e for e in found if not e.passed]
+        if not failed:
+            continue
+        partitions = [e.partition for e in failed if getattr(e, "partition", None)]
+        where = f", partitions {', '.join(partitions[:3])}{' …' * (len(partitions) > 3)}"
+        lines.append(
+            f"check {check} on {asset} failed ({len(failed)} of {len(found)} evaluations"
+            f"{where if partitions else ''}, run {result.run_id[:8]}):"
+            f" {failed[0].description or 'no description'}"
+        )
+    return lines
 
 
 def step_failures(result: Any) -> list[str]:

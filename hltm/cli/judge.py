@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, require_known, settings
+from hltm.cli.common import fail, realdata_option, require_known, settings, uses_data
 from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.query import eval_group
 
@@ -104,6 +104,34 @@ def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
     return lines
 
 
+def judge_totals_line(totals: dict[str, Any]) -> str:
+    """A judge run's totals, each saying what it counts."""
+    deferred = totals["deferred"]
+    return (
+        f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs (a vacancy's"
+        f" candidates × the vacancy): {totals['judged']} judged now, {totals['cached']} from the"
+        f" score cache, {totals['failed']} failed"
+        + (
+            f", {deferred} deferred (past this run's budget of {totals['budget']} evaluations:"
+            " the next `hltm judge run`, `hltm refresh` or nightly run judges them first)"
+            if deferred
+            else ""
+        )
+        + f"; {totals['llm_calls']} LLM calls, {totals['tokens']:,} tokens;"
+        f" {totals['published']} rankings published"
+        + (
+            f", {totals['unchanged']} unchanged (already in the journal)"
+            if totals["unchanged"]
+            else ""
+        )
+        + (
+            f", {totals['held']} held (the live ranking was more complete)"
+            if totals["held"]
+            else ""
+        )
+    )
+
+
 def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) -> str:
     """Judge and rank one vacancy (or all), through Dagster; a printable summary.
 
@@ -114,17 +142,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
     from hltm.judge.data import load_vacancies
 
     shown = vacancy or next(iter(v.vacancy_id for v in load_vacancies(settings().sources_db)), None)
-    lines = [
-        f"{totals['vacancies']} vacancies, {totals['pool_pairs']} pool pairs: "
-        f"{totals['judged']} judged, {totals['cached']} cached, {totals['failed']} failed, "
-        f"{totals['deferred']} deferred; {totals['llm_calls']} LLM calls, "
-        f"{totals['tokens']} tokens; {totals['published']} rankings published"
-        + (
-            f", {totals['held']} held (the live ranking was more complete)"
-            if totals["held"]
-            else ""
-        )
-    ]
+    lines = [judge_totals_line(totals)]
     lines += [
         f"{vid}: ranking not published, {why}" for vid, why in totals["blocked_reasons"].items()
     ]
@@ -136,7 +154,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 
 
 @judge.command(name="run")
-@click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these (default: all).")
+@click.option("--vacancy", "vacancies", multiple=True, help="Only these (default: all).")
 @click.option("--budget", type=int, default=0, help="Cold evaluations (default: 3000).")
 @click.option(
     "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
@@ -149,6 +167,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
     " when the quote gate has no mandatory quote to measure, those that quoted none (clears a"
     " gate blocked by a bad spell of the model).",
 )
+@uses_data
 def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_failed: bool) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
     _require_vacancies(list(vacancies))
@@ -166,6 +185,7 @@ def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_faile
 @click.argument("vacancy_id")
 @click.option("--top", default=10, show_default=True)
 @click.option("--quotes", default=2, show_default=True, help="Quotes shown per candidate.")
+@uses_data
 def show(vacancy_id: str, top: int, quotes: int) -> None:
     """The current ranking of VACANCY_ID with the evidence behind it and what memory added
     (refused when the `rankings` table no longer matches the journal)."""
@@ -177,7 +197,7 @@ def show(vacancy_id: str, top: int, quotes: int) -> None:
         fail("; ".join(problems) + " — not served (run `hltm judge verify`)")
     lines = _top_lines(vacancy_id, top, quotes)
     if not lines:
-        fail(f"no published ranking for {vacancy_id} (run `hltm judge run -v {vacancy_id}`)")
+        fail(f"no published ranking for {vacancy_id} (run `hltm judge run --vacancy {vacancy_id}`)")
     click.echo(calibration_line(vacancy_id))
     click.echo("\n".join(lines))
 
@@ -196,6 +216,7 @@ def calibration_line(vacancy_id: str) -> str:
 @click.argument("vacancy_id")
 @click.option("--at", "at", default=None, help="ISO moment (UTC); default: now.")
 @click.option("--top", default=10, show_default=True)
+@uses_data
 def as_of(vacancy_id: str, at: str | None, top: int) -> None:
     """Reconstruct the ranking of VACANCY_ID as it was published at a past moment."""
     from hltm.judge.journal import ranking_as_of, verify_chain
@@ -222,6 +243,7 @@ def as_of(vacancy_id: str, at: str | None, top: int) -> None:
 
 @judge.command()
 @click.argument("vacancy_id", required=False)
+@uses_data
 def journal(vacancy_id: str | None) -> None:
     """List ranking journal rows (all, or one vacancy's) and verify the hash chain."""
     from hltm.judge.journal import journal_entries, verify_chain
@@ -243,6 +265,7 @@ def journal(vacancy_id: str | None) -> None:
     is_flag=True,
     help="Write the head file anew (lost or damaged) once the journal verifies without it.",
 )
+@uses_data
 def verify(reanchor: bool) -> None:
     """Verify the ranking journal's hash chain, the deletion records that prove its redactions
     and the rankings served, against its head file and the Dagster instance's anchors (exit 1
@@ -258,15 +281,6 @@ def verify(reanchor: bool) -> None:
 @judge.group()
 def golden() -> None:
     """The frozen golden set: evaluate, check the pins, re-freeze (on purpose only)."""
-
-
-_REALDATA_OPTION = click.option(
-    "--realdata",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Folder with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata;"
-    " the README's 'Try it on real data' says where each set comes from).",
-)
 
 
 _SETS = ["all", "sample", "real", "indeed"]
@@ -306,15 +320,16 @@ def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
 
 
 @golden.command()
-@click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these vacancies.")
+@click.option("--vacancy", "vacancies", multiple=True, help="Only these vacancies.")
 @click.option("--per-vacancy", is_flag=True, help="Also print per-vacancy strict P@10.")
 @click.option("--workers", default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY).")
 @click.option(
     "--set", "which", type=click.Choice(_SETS), default="all", show_default=True,
     help="The sample-world set, the livecareer or the Indeed real set, or all side by side.",
 )  # fmt: skip
-@_REALDATA_OPTION
+@realdata_option
 @click.option("--json-out", type=click.Path(path_type=Path), default=None)
+@uses_data
 def evaluate(
     vacancies: tuple[str, ...],
     per_vacancy: bool,
@@ -360,7 +375,8 @@ def evaluate(
 @golden.command()
 @click.option("--full", is_flag=True, help="Re-embed every resume instead of spot-checking.")
 @click.option("--set", "which", type=click.Choice(_SETS), default="all", show_default=True)
-@_REALDATA_OPTION
+@realdata_option
+@uses_data
 def check(full: bool, which: str, realdata: Path | None) -> None:
     """Re-measure the pinned cosine baselines; exit 1 if one no longer reproduces."""
     from hltm.embeddings import make_embedder
@@ -382,7 +398,7 @@ def check(full: bool, which: str, realdata: Path | None) -> None:
 @click.option(
     "--set", "which", type=click.Choice(_SETS[1:]), default="sample", show_default=True
 )  # fmt: skip
-@_REALDATA_OPTION
+@realdata_option
 @click.option("--per-vacancy", default=5, show_default=True, help="Fit pairs sampled per vacancy.")
 def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
     """Measure the quote relevance threshold: e5 cosine of supporting vs foreign quotes."""
@@ -397,8 +413,9 @@ def relevance(which: str, realdata: Path | None, per_vacancy: int) -> None:
 
 @golden.command(name="freeze-real")
 @click.option("--set", "which", type=click.Choice(_SETS[2:]), default="real", show_default=True)
-@_REALDATA_OPTION
+@realdata_option
 @click.option("--force", is_flag=True, help="Overwrite the existing frozen real set.")
+@uses_data
 def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
     """Label a real set by the rule in its spec.json and pin its cosine baseline.
 
@@ -433,6 +450,7 @@ def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Default: the repository's golden/ directory.")  # fmt: skip
 @click.option("--force", is_flag=True, help="Overwrite an existing frozen set.")
+@uses_data
 def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:
     """Build the golden set from the sample world and pin its cosine baseline.
 
@@ -465,6 +483,7 @@ def calibration() -> None:
 @click.option("--world", "world_dir", type=click.Path(path_type=Path), default=None,
               help="Directory with ground_truth.json (default: <data dir>/world).")  # fmt: skip
 @click.option("--workers", default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY).")
+@uses_data
 def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     """Preference precision/recall against the world's seats, and golden P@10 with and without
     calibration (run after `hltm demo`: the memory must be the golden world's)."""
@@ -494,7 +513,7 @@ def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
 
 
 @eval_group.command("titles")
-@_REALDATA_OPTION
+@realdata_option
 def eval_titles(realdata: Path | None) -> None:
     """How well the resume reader finds job titles: precision and recall on the Indeed resumes'
     human Designation spans and on the livecareer resumes' first lines."""

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import click
 
-from hltm.cli.common import fail, require_known, settings
+from hltm.cli.common import fail, realdata_option, require_known, settings, uses_data
 
 _LEVELS = ("contract", "seat", "project")
 T = TypeVar("T")
@@ -45,6 +45,7 @@ def _identity_options(fn):  # type: ignore[no-untyped-def]
 @click.option("--k-facet", type=int, default=None, help="Nodes the facet retriever returns.")
 @click.option("--k-qa", type=int, default=None, help="Nodes the QA retriever returns.")
 @click.option("--k-summary", type=int, default=None, help="Nodes the summary retriever returns.")
+@uses_data
 def ask(
     contract: str | None,
     seat: str | None,
@@ -130,6 +131,7 @@ def ask(
     show_default=True,
     help="uvicorn's line per request (every question is in the query log either way).",
 )
+@uses_data
 def serve(
     host: str,
     port: int,
@@ -140,7 +142,16 @@ def serve(
     log_flush: float,
     access_log: bool,
 ) -> None:
-    """Serve POST /v1/ask (bearer tokens from `hltm token create`) with uvicorn."""
+    """Serve the HTTP API with uvicorn; every /v1/ request needs a bearer token from `hltm
+    token create`, and reads only the subtree of the token's identity:
+
+    \b
+      POST /v1/ask                    a cited answer from the memory, with its cost
+      GET  /v1/whoami                 the token's identity and scope
+      GET  /v1/rankings/{vacancy_id}  a vacancy's current ranking (?top=10)
+      GET  /healthz                   liveness, no token
+      GET  /openapi.json              the OpenAPI description of all of these
+    """
     from hltm.serving.http import ServeLimits, default_workers
     from hltm.serving.http import serve as run
 
@@ -168,6 +179,7 @@ def token() -> None:
 @token.command("create")
 @_identity_options
 @click.option("--label", default="", help="A note on who holds the token.")
+@uses_data
 def token_create(contract: str | None, seat: str | None, project: str | None, label: str) -> None:
     """Create a token; it is printed once and only its hash is stored."""
     from hltm.query.access import create_token
@@ -178,6 +190,7 @@ def token_create(contract: str | None, seat: str | None, project: str | None, la
 
 
 @token.command("list")
+@uses_data
 def token_list() -> None:
     """List tokens (ids and identities, never the tokens themselves)."""
     from hltm.query.access import list_tokens
@@ -192,6 +205,7 @@ def token_list() -> None:
 
 @token.command("revoke")
 @click.argument("token_id")
+@uses_data
 def token_revoke(token_id: str) -> None:
     """Revoke a token by its id (from `hltm token list`)."""
     from hltm.query.access import revoke_token
@@ -237,6 +251,7 @@ def eval_group() -> None:
     default=None,
     help="Also write the figures and per-question results as JSON.",
 )
+@uses_data
 def eval_memory(
     world: Path | None,
     limit: int | None,
@@ -268,10 +283,6 @@ def eval_memory(
         click.echo(f"\nwrote {json_path}")
 
 
-_REALDATA_HELP = (
-    "Directory with the public real data sets (default: $HLTM_REALDATA, else ../shared/realdata"
-    " beside the repository; the README's 'Try it on real data' says where each set comes from)."
-)
 _KEEP_HELP = "Keep the evaluation's data directory here (its embedding cache makes reruns fast)."
 
 
@@ -286,13 +297,11 @@ def _write_json(path: Path | None, data: object) -> None:
     "--set", "which", type=click.Choice(["en", "ru", "both"]), default="both", show_default=True
 )
 @click.option("--limit", type=int, default=None, help="Only the first N postings of each set.")
-@click.option(
-    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
-)
+@realdata_option
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
 def eval_facets(
-    which: str, limit: int | None, data_dir: Path | None, keep: Path | None, json_path: Path | None
+    which: str, limit: int | None, realdata: Path | None, keep: Path | None, json_path: Path | None
 ) -> None:
     """Facet extraction P/R/F1 per field on real EN and RU postings vs their structured columns."""
     from hltm.evaluation.realdata.postings import evaluate_postings
@@ -301,7 +310,7 @@ def eval_facets(
     for name in ("en", "ru") if which == "both" else (which,):
         report = _evaluated(
             lambda name=name: evaluate_postings(
-                settings(), name, data_dir=data_dir, limit=limit, keep=keep / name if keep else None
+                settings(), name, data_dir=realdata, limit=limit, keep=keep / name if keep else None
             )
         )
         click.echo(report.table() + "\n")
@@ -316,9 +325,7 @@ def eval_facets(
 @click.option(
     "--rag-k", type=int, default=8, show_default=True, help="Turns the RAG baseline reads."
 )
-@click.option(
-    "--data", "data_dir", type=click.Path(path_type=Path), default=None, help=_REALDATA_HELP
-)
+@realdata_option
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help=_KEEP_HELP)
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None)
 def eval_locomo(
@@ -326,7 +333,7 @@ def eval_locomo(
     questions: int | None,
     leakage_n: int,
     rag_k: int,
-    data_dir: Path | None,
+    realdata: Path | None,
     keep: Path | None,
     json_path: Path | None,
 ) -> None:
@@ -336,7 +343,7 @@ def eval_locomo(
     report = _evaluated(
         lambda: evaluate_locomo(
             settings(),
-            data_dir=data_dir,
+            data_dir=realdata,
             conversations=conversations,
             questions=questions,
             leakage=leakage_n,
@@ -351,6 +358,7 @@ def eval_locomo(
 
 @click.command()
 @click.option("--limit", default=20, show_default=True)
+@uses_data
 def queries(limit: int) -> None:
     """The newest entries of the query log with their cost."""
     from hltm.query.log import read_query_log

@@ -10,9 +10,11 @@ published rankings). Each step is a no-op on what is already current.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from hltm.cli.common import settings
+from hltm.cli.common import settings, uses_data
 from hltm.cli.dagster_runs import dagster_home
 from hltm.cli.demo import build_memory, calibrate_all, print_summary, run_step
 from hltm.warehouse import connect
@@ -25,18 +27,16 @@ ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 @click.option(
     "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
 )
+@uses_data
 def refresh(budget: int, workers: int) -> None:
     """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
     of the same jobs the sensors start)."""
     from hltm.cli.judge import demo_judge
-    from hltm.judge.data import vacancy_ids
 
     cfg = settings()
     if not cfg.sources_db.exists():
         raise click.ClickException(f"no sources yet ({cfg.sources_db}): run `hltm ingest DIR`")
-    click.echo(
-        f"data: {cfg.data_dir}   dagster instance: {dagster_home()}   LLM: {cfg.llm_backend}"
-    )
+    click.echo(f"dagster instance: {dagster_home()}   LLM: {cfg.llm_backend}")
     steps = [
         run_step(
             "memory tree: rebuild what the sources changed (Dagster: refresh_memory_tree)",
@@ -52,12 +52,27 @@ def refresh(budget: int, workers: int) -> None:
         ),
     ]
     print_summary(steps)
-    shown = next(iter(vacancy_ids(cfg.sources_db)), "VACANCY_ID")
-    with connect(cfg.sources_db, read_only=True) as con:
-        row = con.execute("SELECT min(contract_id) FROM contracts").fetchone()
-    contract = row[0] if row and row[0] else "CONTRACT_ID"
-    click.echo(
-        f"\nnext: .venv/bin/hltm judge show {shown}   (a ranking with its evidence)\n"
+    click.echo(f"\n{next_steps(cfg.sources_db)}")
+
+
+def next_steps(sources_db: Path) -> str:
+    """What to run next, with ids of the world ingested last (its latest vacancy and that
+    vacancy's contract), never another's."""
+    with connect(sources_db, read_only=True) as con:
+        row = con.execute(
+            "SELECT v.vacancy_id, s.contract_id FROM vacancies v"
+            " JOIN projects p USING (project_id) JOIN seats s USING (seat_id)"
+            " ORDER BY v.ingested_at DESC, v.vacancy_id LIMIT 1"
+        ).fetchone()
+        contract = row[1] if row else None
+        if contract is None:
+            found = con.execute(
+                "SELECT contract_id FROM contracts ORDER BY ingested_at DESC, contract_id LIMIT 1"
+            ).fetchone()
+            contract = found[0] if found else "CONTRACT_ID"
+    vacancy = row[0] if row else "VACANCY_ID"
+    return (
+        f"next: .venv/bin/hltm judge show {vacancy}   (a ranking with its evidence)\n"
         f'      .venv/bin/hltm ask --contract {contract} "Which roles do we usually hire for?"\n'
         "      make ui   (the runs above, under Jobs and in the timeline)"
     )

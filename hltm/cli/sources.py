@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from hltm.cli.common import fail, settings
+from hltm.cli.common import fail, settings, uses_data
 from hltm.memory.tree import Plan
-from hltm.sources.ingest import ingest_directory
+from hltm.sources.ingest import OtherWorld, ingest_directory
 from hltm.sources.schema import LANGUAGES
 from hltm_devkit.generator import SIZES, generate_world
 
@@ -63,14 +63,33 @@ def observe_sources(redacted: bool = False) -> None:
     help="The language of every resume whose file has no language column (default: detected "
     "from each resume's text).",
 )
-def ingest(directory: Path, encoding: str, language: str | None) -> None:
+@click.option(
+    "--add-contracts",
+    is_flag=True,
+    help="Load a folder whose contracts are all new to this data dir into it anyway (they then "
+    "share its resumes, rankings and UI); without it such a folder is refused.",
+)
+@uses_data
+def ingest(directory: Path, encoding: str, language: str | None, add_contracts: bool) -> None:
     """Load DIRECTORY (CSV / Parquet / JSONL files named after their table) into the sources.
 
-    Bad rows go to the `quarantine` table with their reason and line; the summary is printed
-    whatever happened. Exits non-zero when nothing could be loaded or a table failed."""
+    Bad rows are quarantined with their reason and line (`hltm quarantine`); the summary is
+    printed whatever happened. A folder that shares no contract with the ones this data dir
+    holds is another world and is refused (see --add-contracts). Exits non-zero when nothing
+    could be loaded or a table failed."""
+    cfg = settings()
     defaults = {"language": language} if language else None
     try:
-        report = ingest_directory(directory, settings().sources_db, encoding, defaults)
+        report = ingest_directory(directory, cfg.sources_db, encoding, defaults, add_contracts)
+    except OtherWorld as err:
+        own = Path.cwd() / f"{directory.resolve().name}-data"
+        fail(
+            f"{cfg.data_dir} {err}. To keep the two worlds apart, ingest into a data dir"
+            f" of its own: HLTM_DATA_DIR={own} .venv/bin/hltm ingest {directory} (and the same"
+            " HLTM_DATA_DIR for every later hltm command and make ui). To add these contracts to"
+            f" {cfg.data_dir} (sharing its resumes, rankings and UI): .venv/bin/hltm ingest"
+            f" {directory} --add-contracts"
+        )
     except (FileNotFoundError, LookupError) as err:
         fail(str(err))
     click.echo(report.summary())
@@ -86,6 +105,38 @@ def ingest(directory: Path, encoding: str, language: str | None) -> None:
             " of what changed; or start the UI, whose sensors do the same: make ui)"
         )
     sys.exit(0)
+
+
+@click.command()
+@click.option("--all", "show_all", is_flag=True, help="Also the rows a later ingest resolved.")
+@uses_data
+def quarantine(show_all: bool) -> None:
+    """The rows ingest quarantined: which file and line, why, and what resolves each (a good
+    row with the same id in a later ingest, or the same file read without the problem)."""
+    from hltm.sources.ingest import quarantined
+    from hltm.sources.report import reason_kind, remedy
+
+    rows = quarantined(settings().sources_db, include_resolved=show_all)
+    open_rows = [r for r in rows if r.resolved_at is None]
+    if not rows:
+        click.echo("nothing is quarantined")
+        return
+    if not open_rows:
+        click.echo("nothing is quarantined now")
+    groups: dict[tuple[str, str], list] = {}
+    for row in rows:
+        groups.setdefault((row.table, reason_kind(row.reason)), []).append(row)
+    for (table, kind), found in groups.items():
+        click.secho(f"{table}: {len(found)} × {kind}", bold=True)
+        click.echo(f"  what resolves it: {remedy(found[0].reason, table)}")
+        for row in found:
+            where = f"{row.file} line {row.line}" if row.line is not None else row.file
+            state = f"  (resolved {row.resolved_at:%Y-%m-%d %H:%M})" if row.resolved_at else ""
+            click.echo(f"  {row.key or '-':<16} {where:<28} {row.reason}{state}")
+    click.echo(
+        f"{len(open_rows)} open"
+        + (f", {len(rows) - len(open_rows)} resolved" if show_all else " (--all: resolved too)")
+    )
 
 
 def rebuild_purged_memory(plan: Plan) -> None:
@@ -114,14 +165,28 @@ def rebuild_purged_memory(plan: Plan) -> None:
     sys.exit(4)
 
 
+# What each `hltm delete KIND` removes with the row (hltm.deletion does it in every store).
+DELETES = {
+    "project": "its documents, recruiter actions, vacancies (with their scores and rankings) and"
+    " its memory; its seat's and contract's memory is rebuilt without it",
+    "document": "its text in its project's memory, which is rebuilt without it",
+    "resume": "the recruiter actions that reference it, its judge scores, its place in every"
+    " ranking (the journal redacted, still verifiable) and its vectors",
+}
+
+
 @click.group()
 def delete() -> None:
     """Delete a project (with its documents, actions and vacancies), a document or a resume."""
 
 
 def _deleter(kind: str):  # type: ignore[no-untyped-def]
-    @delete.command(name=kind)
-    @click.argument("row_id")
+    @delete.command(
+        name=kind,
+        help=f"Delete one {kind} by id, and what was derived from it: {DELETES[kind]}.",
+    )
+    @click.argument("row_id", metavar=f"{kind.upper()}_ID")
+    @uses_data
     def command(row_id: str) -> None:
         from hltm.deletion import delete_everywhere, zero_unused_slots
 
@@ -140,11 +205,10 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
             if report.memory_to_rebuild.rebuilds and not config.chroma_host:
                 zero_unused_slots(config.chroma_path)
 
-    command.__doc__ = f"Delete one {kind} by id, and what was derived from it (see hltm.deletion)."
     return command
 
 
 for _kind in ("project", "document", "resume"):
     _deleter(_kind)
 
-COMMANDS = [generate, ingest, delete]
+COMMANDS = [generate, ingest, quarantine, delete]

@@ -212,7 +212,7 @@ def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:
 
     out = CliRunner().invoke(main, ["probe", "--month", "2026-10", "--estimate", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["cold_pairs"] == 0
+    assert json.loads(out.stdout)["cold_pairs"] == 0
 
     defs = dg.Definitions(
         assets=[recall_probe],

@@ -264,7 +264,7 @@ def test_cli_approve_and_list(settings) -> None:  # type: ignore[no-untyped-def]
     runner = CliRunner()
     listed = runner.invoke(main, ["patterns", "list", "--json"])
     assert listed.exit_code == 0, listed.output
-    rows = json.loads(listed.output)
+    rows = json.loads(listed.stdout)
     template = next(r for r in rows if r["kind"] == "template")
     assert template["status"] == PROPOSED
     approved = runner.invoke(

@@ -192,7 +192,10 @@ def test_deleting_an_unknown_id_names_it_whole(settings: Settings) -> None:
         ensure_sources_schema(con)
     result = CliRunner().invoke(main, ["delete", "project", "does-not-exist"])
     assert result.exit_code == 1
-    assert result.output.strip() == "error: no project with id 'does-not-exist'"
+    assert result.stderr.splitlines() == [
+        f"data: {settings.data_dir}",
+        "error: no project with id 'does-not-exist'",
+    ]
 
 
 def _real_resumes_without_language(src: Path) -> None:
