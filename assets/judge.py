@@ -334,7 +334,7 @@ def ranking_journal_chain(
 @dg.asset(
     group_name=JUDGE_GROUP,
     kinds={"duckdb"},
-    description="The frozen golden set (golden/): strict/soft precision@10 for cosine, BM25, "
+    description="The frozen golden set (hltm/evaluation/golden/): strict/soft precision@10 for cosine, BM25, "
     "RRF and union + judge, closed set and live pool, and the fit recall of each pool.",
 )
 def golden_evaluation(

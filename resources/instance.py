@@ -215,23 +215,26 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
 
 # ---- runs of the code location, started outside the webserver ----------------------------------
 
-# The code location's module and its `Definitions` variable, as `workspace.yaml` loads them.
-LOCATION_MODULE, LOCATION_DEFS = "definitions", "defs"
+# The code location: its module, its `Definitions` variable and its name, as `dg dev` loads it
+# (pyproject's [tool.dg.project]) and as `workspace.yaml` names it for `dagster dev`.
+LOCATION_MODULE, LOCATION_DEFS, LOCATION_NAME = "definitions", "defs", "definitions"
 
 
-def located_job(root: Path, job_name: str) -> tuple[Any, Any]:
-    """The job `job_name` of the code location at `root`, reconstructable (so a run of it can be
-    re-executed), and its origin as the webserver knows it (from `workspace.yaml`): a run created
-    with that origin is listed under its job, in the timeline and in its assets' history."""
+def located_job(job_name: str) -> tuple[Any, Any]:
+    """The job `job_name` of the installed code location, reconstructable (so a run of it can be
+    re-executed), and its origin as the webserver knows it: a run created with that origin is
+    listed under its job, in the timeline and in its assets' history. The location is found by
+    its module, not by a working directory, so an installed wheel runs it from anywhere."""
     from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.definitions.repository_definition.valid_definitions import (
         SINGLETON_REPOSITORY_NAME,
     )
     from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
-    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._core.workspace.load_target import ModuleTarget
 
-    repository = ReconstructableRepository.for_module(LOCATION_MODULE, LOCATION_DEFS, str(root))
-    (location,) = WorkspaceFileTarget([str(root / "workspace.yaml")]).create_origins()
+    repository = ReconstructableRepository.for_module(LOCATION_MODULE, LOCATION_DEFS)
+    target = ModuleTarget(LOCATION_MODULE, LOCATION_DEFS, None, LOCATION_NAME)
+    (location,) = target.create_origins()
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
     return repository.get_reconstructable_job(job_name), origin
 

@@ -175,14 +175,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture
 def cli_jobs_from(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """`use(defs)`: the CLI's runs (`hltm.cli.dagster_runs.run_job`) execute `defs`' jobs in process on
+    """`use(defs)`: the CLI's runs (`hltm_cli.dagster_runs.run_job`) execute `defs`' jobs in process on
     the persistent instance, on this test's stores; the code location's module would bind the
     first test's stores for the whole session. `test_cli_runs` covers the location's origin."""
     from resources import instance as dagster_instance
 
     def use(defs) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setattr(
-            dagster_instance, "located_job", lambda root, name: (defs.resolve_job_def(name), None)
+            dagster_instance, "located_job", lambda name: (defs.resolve_job_def(name), None)
         )
         monkeypatch.setattr(
             dagster_instance,

@@ -87,7 +87,7 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
 def test_settings_command_prints_the_effective_configuration(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from hltm.cli import main
+    from hltm_cli import main
 
     secret_key, secret_token = "sk-test-0123456789", "hltm_secret-token-value"
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path))

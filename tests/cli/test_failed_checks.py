@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
+from hltm_cli import main
 
 
 def test_the_command_that_ran_a_failed_check_says_so(

@@ -12,8 +12,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
 from hltm.serving.api import PATHS
+from hltm_cli import main
 
 
 def _commands(

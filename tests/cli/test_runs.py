@@ -12,10 +12,10 @@ from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 
 from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
 from assets.sources import observe_sources_job, source_tables
-from hltm.cli.dagster_runs import dagster_home, run_job
-from hltm.cli.demo import build_memory
-from hltm.cli.refresh import ALL_STALE
 from hltm.settings import Settings
+from hltm_cli.dagster_runs import dagster_home, run_job
+from hltm_cli.demo import build_memory
+from hltm_cli.refresh import ALL_STALE
 from resources import build_resources
 from resources import instance as dagster_instance
 from tests.support.memory import ingested_sources, memory_world  # noqa: F401 (fixtures)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
+from hltm_cli import main
 
 
 def _export(folder: Path, contract: str, seat: str, title: str = "Backend") -> Path:
@@ -63,7 +63,7 @@ def test_an_ingest_of_another_world_refuses_and_says_how_to_proceed(
 
 
 def test_the_next_hint_names_the_world_just_ingested(tmp_path: Path, data_dir: Path) -> None:
-    from hltm.cli.refresh import next_steps
+    from hltm_cli.refresh import next_steps
 
     sources = data_dir / "sources.duckdb"
     ingest_directory(_export(tmp_path / "a", "c01", "c01-s01"), sources)

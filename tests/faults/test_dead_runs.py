@@ -22,9 +22,9 @@ import pytest
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
 from assets.memory import REFRESH_TAG
-from hltm.cli.dagster_runs import dagster_home
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
+from hltm_cli.dagster_runs import dagster_home
 from resources.instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
 from tests.support.memory import make_harness
 

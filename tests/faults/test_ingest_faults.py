@@ -293,7 +293,7 @@ def test_quarantine_is_resolved_by_the_row_not_by_a_file_of_the_same_name(
     `hltm quarantine` lists what is open, why, and what resolves it."""
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     first, other, fixed = (tmp_path / name for name in ("first", "other", "fixed"))
     for folder in (first, other, fixed):

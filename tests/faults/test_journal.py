@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata, record_redactions
-from hltm.cli import main
 from hltm.judge.journal import (
     Publication,
     _derive_rankings,
@@ -33,6 +32,7 @@ from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
 from hltm.settings import Settings
 from hltm.warehouse import connect
+from hltm_cli import main
 from resources.instance import ensure_dagster_home
 from tests.support.judge import POOL, VACANCY
 

@@ -303,7 +303,7 @@ def test_a_deleted_journal_row_breaks_the_chain(db: Path) -> None:
 def test_cli_reconstructs_as_of_and_verifies_the_journal(settings) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     db = settings.derived_db
     llm = _llm(CountingBackend())

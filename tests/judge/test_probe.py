@@ -208,7 +208,7 @@ def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:
     # The command line sees the same month from the cache: nothing left to judge.
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     out = CliRunner().invoke(main, ["probe", "--month", "2026-10", "--estimate", "--json"])
     assert out.exit_code == 0, out.output

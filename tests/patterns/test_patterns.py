@@ -253,7 +253,7 @@ def test_auto_approval_setting(settings, monkeypatch) -> None:  # type: ignore[n
 
 
 def test_cli_approve_and_list(settings) -> None:  # type: ignore[no-untyped-def]
-    from hltm.cli import main
+    from hltm_cli import main
 
     records = _log(
         "What is the work arrangement for the {title} role?",

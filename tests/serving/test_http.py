@@ -229,7 +229,7 @@ def test_cli_ask_json_and_token_management(
 
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     monkeypatch.setenv("HLTM_DATA_DIR", str(built_world.settings.data_dir))
     monkeypatch.setenv("HLTM_LLM_BACKEND", "offline")

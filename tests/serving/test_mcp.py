@@ -189,7 +189,7 @@ def test_stdio_server_refuses_to_start_without_a_valid_token(
     built_world: BuiltWorld,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hltm.cli import main
+    from hltm_cli import main
 
     monkeypatch.setenv("HLTM_DATA_DIR", str(built_world.settings.data_dir))
     for token in ("hltm_not-a-token", ""):

@@ -38,6 +38,6 @@ def test_the_private_names_still_mean_what_the_project_relies_on() -> None:
     assert issubclass(instance.LocalRunLauncher, dg.DefaultRunLauncher)
     assert instance.LocalRunLauncher.supports_check_run_worker_health
     # running a job of the code location in this process
-    job, origin = instance.located_job(REPO, "observe_sources")
+    job, origin = instance.located_job("observe_sources")
     assert job.get_definition().name == "observe_sources"
     assert origin.job_name == "observe_sources"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from hltm.cli.common import fail, settings, uses_data
 from hltm.memory.tree import Plan
 from hltm.sources.ingest import OtherWorld, ingest_directory
 from hltm.sources.schema import LANGUAGES
-from hltm_devkit.generator import SIZES, generate_world
+from hltm_cli.common import fail, settings, uses_data
+from hltm_devkit.sizes import SIZES
 
 
 @click.command()
@@ -26,6 +26,8 @@ from hltm_devkit.generator import SIZES, generate_world
 @click.option("--size", type=click.Choice(sorted(SIZES)), default="demo", show_default=True)
 def generate(out_dir: Path | None, seed: int, size: str) -> None:
     """Write a deterministic sample world (one JSONL per table + ground_truth.json)."""
+    from hltm_devkit.generator import generate_world  # 3.7k lines: only here
+
     out_dir = out_dir or settings().data_dir / "world"
     counts = generate_world(out_dir, seed=seed, size=SIZES[size])
     click.echo(f"wrote {out_dir}: " + ", ".join(f"{n} {t}" for t, n in counts.items()))
@@ -36,8 +38,8 @@ def observe_sources(redacted: bool = False) -> None:
     counts follow every ingest and delete, and after a delete that redacted the ranking journal
     the head of its deletion records (best effort: the sources are already committed, and the
     head file beside the journal anchors it too)."""
-    from hltm.cli.dagster_runs import observe_sources as record
-    from hltm.cli.dagster_runs import record_redactions
+    from hltm_cli.dagster_runs import observe_sources as record
+    from hltm_cli.dagster_runs import record_redactions
 
     try:
         record(settings().sources_db)
@@ -145,7 +147,7 @@ def rebuild_purged_memory(plan: Plan) -> None:
     nodes were gone before this starts."""
     if not plan.rebuilds:
         return
-    from hltm.cli.dagster_runs import refresh_memory, step_failures
+    from hltm_cli.dagster_runs import refresh_memory, step_failures
 
     nodes = ", ".join(plan.rebuilds)
     result = refresh_memory(plan)

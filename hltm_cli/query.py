@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import click
 
-from hltm.cli.common import fail, realdata_option, require_known, settings, uses_data
+from hltm_cli.common import fail, realdata_option, require_known, settings, uses_data
 
 _LEVELS = ("contract", "seat", "project")
 T = TypeVar("T")

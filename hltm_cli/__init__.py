@@ -16,7 +16,7 @@ class _Commands(click.Group):
     file, what is wrong and what to do (`hltm.errors.StoreError`), never a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from hltm.cli.common import fail, settings
+        from hltm_cli.common import fail, settings
 
         try:
             return super().invoke(ctx)
@@ -42,13 +42,13 @@ def main(verbose: bool) -> None:
 def dagster_home_command() -> None:
     """Create the data dir's Dagster instance if needed and print where it is ($DAGSTER_HOME,
     default: <data dir>.dagster beside the data dir)."""
-    from hltm.cli.dagster_runs import dagster_home
+    from hltm_cli.dagster_runs import dagster_home
 
     click.echo(dagster_home())
 
 
 def _register() -> None:
-    from hltm.cli import analysis, api, demo, judge, query, refresh, sources
+    from hltm_cli import analysis, api, demo, judge, query, refresh, sources
 
     for module in (sources, refresh, demo, query, analysis, judge, api):
         for command in module.COMMANDS:

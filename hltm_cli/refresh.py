@@ -14,10 +14,10 @@ from pathlib import Path
 
 import click
 
-from hltm.cli.common import settings, uses_data
-from hltm.cli.dagster_runs import dagster_home
-from hltm.cli.demo import build_memory, calibrate_all, print_summary, run_step
 from hltm.warehouse import connect
+from hltm_cli.common import settings, uses_data
+from hltm_cli.dagster_runs import dagster_home
+from hltm_cli.demo import build_memory, calibrate_all, print_summary, run_step
 
 ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 
@@ -31,7 +31,7 @@ ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 def refresh(budget: int, workers: int) -> None:
     """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
     of the same jobs the sensors start)."""
-    from hltm.cli.judge import demo_judge
+    from hltm_cli.judge import demo_judge
 
     cfg = settings()
     if not cfg.sources_db.exists():

@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, realdata_option, require_known, settings, uses_data
-from hltm.cli.dagster_runs import dagster_home
-from hltm.cli.query import eval_group
+from hltm_cli.common import fail, realdata_option, require_known, settings, uses_data
+from hltm_cli.dagster_runs import dagster_home
+from hltm_cli.query import eval_group
 
 
 @click.group()
@@ -61,7 +61,7 @@ def run_judge(
     rejudge_failed: bool = False,
 ) -> dict[str, Any]:
     """Run the `judge_refresh` job in process on the persistent instance; its totals."""
-    from hltm.cli.dagster_runs import op_output, run_job
+    from hltm_cli.dagster_runs import op_output, run_job
 
     dagster_home()
     config = {
@@ -270,7 +270,7 @@ def verify(reanchor: bool) -> None:
     """Verify the ranking journal's hash chain, the deletion records that prove its redactions
     and the rankings served, against its head file and the Dagster instance's anchors (exit 1
     when a row was edited, blanked or deleted)."""
-    from hltm.cli.dagster_runs import journal_anchor_report
+    from hltm_cli.dagster_runs import journal_anchor_report
 
     report = journal_anchor_report(settings().derived_db, reanchor)
     click.echo(report.summary())
@@ -448,7 +448,7 @@ def freeze_real(which: str, realdata: Path | None, force: bool) -> None:
 @click.option("--seed", default=7, show_default=True)
 @click.option("--size", default="demo", show_default=True)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Default: the repository's golden/ directory.")  # fmt: skip
+              help="Default: the bundled set, hltm/evaluation/golden/.")  # fmt: skip
 @click.option("--force", is_flag=True, help="Overwrite an existing frozen set.")
 @uses_data
 def freeze(seed: int, size: str, out_dir: Path | None, force: bool) -> None:

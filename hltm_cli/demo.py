@@ -13,10 +13,10 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, settings, uses_data
-from hltm.cli.dagster_runs import dagster_home, last_probe_month, op_output, run_job
 from hltm.sources.ingest import OtherWorld, ingest_directory
-from hltm_devkit.generator import SIZES, generate_world
+from hltm_cli.common import fail, settings, uses_data
+from hltm_cli.dagster_runs import dagster_home, last_probe_month, op_output, run_job
+from hltm_devkit.sizes import SIZES
 
 # Small settings for the demo's evaluation runs, so they fit the demo's few minutes; the full
 # runs are `hltm stats report`, `hltm probe` and `hltm eval memory`. The memory evaluation runs
@@ -187,6 +187,8 @@ def demo(seed: int, size: str) -> None:
     click.echo(f"dagster instance: {home}   LLM: {cfg.llm_backend}")
 
     def sources() -> str:
+        from hltm_devkit.generator import generate_world  # 3.7k lines: only here
+
         counts = generate_world(world, seed=seed, size=SIZES[size])
         try:
             report = ingest_directory(world, cfg.sources_db)
@@ -232,7 +234,7 @@ def demo(seed: int, size: str) -> None:
         return demo_question(cfg)
 
     def judge() -> str:
-        from hltm.cli.judge import demo_judge
+        from hltm_cli.judge import demo_judge
 
         return demo_judge()
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, settings
 from hltm.errors import StoreError, disk_fault
 from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, running
-from hltm.settings import REPO_ROOT
+from hltm_cli.common import fail, settings
 
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Jobs whose work runs one at a time per data dir (`hltm.runlock`): a second one waits.
@@ -56,7 +55,7 @@ def run_job(  # type: ignore[no-untyped-def]
 
     from resources.instance import execute_located, fail_dead_runs, located_job
 
-    job, origin = located_job(REPO_ROOT, name)
+    job, origin = located_job(name)
     if name in EXCLUSIVE and (what := running(settings().data_dir, EXCLUSIVE[name])):
         click.secho(f"waiting: {what}; this run starts when it ends", fg="yellow", err=True)
     selection = [dg.AssetKey(key) for key in asset_selection] if asset_selection else None

@@ -8,7 +8,7 @@ import json
 
 import click
 
-from hltm.cli.common import fail, settings, uses_data
+from hltm_cli.common import fail, settings, uses_data
 
 # --------------------------------------------------------------------------- patterns
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hltm.cli.common import fail, settings, uses_data
+from hltm_cli.common import fail, settings, uses_data
 
 # Words that make a field a secret (whole words of its name: `llm_max_tokens_cap` is not one).
 _SECRET_WORDS = {"key", "token", "secret", "password"}
