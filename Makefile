@@ -24,7 +24,7 @@ test: setup  ## lint, check the import contracts, build the docs, validate the c
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mkdocs build --strict --quiet
-	$(BIN)/dagster definitions validate -m definitions
+	$(BIN)/dagster definitions validate -m hltm_dagster.definitions
 	$(BIN)/python -m pytest
 
 # `dg dev` runs the project of pyproject's [tool.dg] from .venv (VIRTUAL_ENV says it is the one

@@ -25,8 +25,8 @@ EXCLUSIVE = {
 
 def dagster_home() -> Path:
     """A persistent Dagster instance: runs and dynamic partitions survive restarts, and a killed
-    run is detected and failed (`resources.instance`)."""
-    from resources.instance import OtherWorld, ensure_dagster_home
+    run is detected and failed (`hltm_dagster.instance`)."""
+    from hltm_dagster.instance import OtherWorld, ensure_dagster_home
 
     try:
         home, warning = ensure_dagster_home()
@@ -46,14 +46,14 @@ def run_job(  # type: ignore[no-untyped-def]
     fail_on_error: bool = True,
 ):
     """Run a job of the code location on the persistent instance, in this process: a run of the
-    code location (`resources.instance.execute_located`), listed under its job in the UI and
+    code location (`hltm_dagster.instance.execute_located`), listed under its job in the UI and
     re-executable there. A failed run exits with its steps' reasons, or is returned as it is
     (`fail_on_error=False`). Dagster's console shows nothing below CRITICAL: a failure is
     printed once, as each failed step's own line, not as the event log's stack traces
     (`dagster dev` keeps them)."""
     import dagster as dg
 
-    from resources.instance import execute_located, fail_dead_runs, located_job
+    from hltm_dagster.instance import execute_located, fail_dead_runs, located_job
 
     job, origin = located_job(name)
     if name in EXCLUSIVE and (what := running(settings().data_dir, EXCLUSIVE[name])):
@@ -86,9 +86,29 @@ def op_output(result: Any, op: str) -> Any:
 
 def refresh_memory(plan: Any) -> Any:
     """A `refresh_memory_tree` run of a refresh plan, returned whether it failed or not."""
-    from assets.memory import refresh_run_config
+    from hltm_dagster.defs.memory.assets import refresh_run_config
 
     return run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
+
+
+def calibrate_vacancies() -> None:
+    """Runs of the calibration asset over every vacancy of the sources: their partitions added
+    first, then one run per contiguous range of them (one run, unless vacancies were deleted)."""
+    import dagster as dg
+
+    from hltm.judge.data import vacancy_ids
+    from hltm_dagster.defs.sources.assets import VACANCIES
+    from hltm_dagster.instance import partition_range_tags, partition_ranges
+
+    wanted = set(vacancy_ids(settings().sources_db))
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        known = set(instance.get_dynamic_partitions(str(VACANCIES.name)))
+        if missing := sorted(wanted - known):
+            instance.add_dynamic_partitions(str(VACANCIES.name), missing)
+        order = list(instance.get_dynamic_partitions(str(VACANCIES.name)))
+    for start, end in partition_ranges(order, wanted):
+        run_job("calibrate_vacancies", tags=partition_range_tags(start, end))
 
 
 def failed_checks(result: Any) -> list[str]:
@@ -153,7 +173,7 @@ def journal_anchor_report(derived_db: Path, reanchor: bool = False) -> Any:
     `reanchor`, the head file written anew first if the journal verifies without it."""
     import dagster as dg
 
-    from assets.judge import chain_check
+    from hltm_dagster.defs.judge.assets import chain_check
 
     dagster_home()
     with dg.DagsterInstance.get() as instance:
@@ -164,7 +184,7 @@ def record_redactions(derived_db: Path) -> None:
     """The ranking journal's deletion records, anchored in the instance (after a delete)."""
     import dagster as dg
 
-    from assets.judge import record_redactions as record
+    from hltm_dagster.defs.judge.assets import record_redactions as record
 
     dagster_home()
     with dg.DagsterInstance.get() as instance:
@@ -175,7 +195,7 @@ def observe_sources(sources_db: Path) -> None:
     """A fresh observation of the source tables in the instance (the UI's row counts)."""
     import dagster as dg
 
-    from assets.sources import record_source_observations
+    from hltm_dagster.defs.sources.assets import record_source_observations
 
     dagster_home()
     with dg.DagsterInstance.get() as instance:
@@ -184,6 +204,6 @@ def observe_sources(sources_db: Path) -> None:
 
 def last_probe_month() -> str:
     """The recall probe's latest monthly partition."""
-    from assets.probe import monthly
+    from hltm_dagster.defs.probe.assets import monthly
 
     return monthly.get_last_partition_key()

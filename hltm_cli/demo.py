@@ -15,7 +15,13 @@ import click
 
 from hltm.sources.ingest import OtherWorld, ingest_directory
 from hltm_cli.common import fail, settings, uses_data
-from hltm_cli.dagster_runs import dagster_home, last_probe_month, op_output, run_job
+from hltm_cli.dagster_runs import (
+    calibrate_vacancies,
+    dagster_home,
+    last_probe_month,
+    op_output,
+    run_job,
+)
 from hltm_devkit.sizes import SIZES
 
 # Small settings for the demo's evaluation runs, so they fit the demo's few minutes; the full
@@ -60,10 +66,10 @@ def build_memory(job_name: str, run_config: dict | None = None) -> str:
 
 
 def calibrate_all() -> str:
-    """Run `calibrate_vacancies` over every vacancy and say what memory proposed."""
+    """Calibrate every vacancy (`calibrate_vacancies`) and say what memory proposed."""
     from hltm.judge.calibration import load_calibrations
 
-    run_job("calibrate_vacancies")
+    calibrate_vacancies()
     calibrations = load_calibrations(settings().derived_db)
     proposed = sum(len(c.proposals) for c in calibrations.values())
     settled = sum(len(c.skipped) for c in calibrations.values())

@@ -160,7 +160,7 @@ def rebuild_purged_memory(plan: Plan) -> None:
         f" (run {result.run_id[:8]}) failed:\n{reasons}\nUntil it is rebuilt, answers about"
         " them say there is no memory (nothing deleted is ever served). The source_changes"
         " sensor rebuilds them on its next tick when the daemon runs; without it, run"
-        " `dagster job execute -m definitions -j rebuild_memory_tree`.",
+        " `dagster job execute -m hltm_dagster.definitions -j rebuild_memory_tree`.",
         fg="yellow",
         err=True,
     )

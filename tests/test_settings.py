@@ -15,14 +15,14 @@ from hltm.settings import COMPONENT_ENV, CORE_ENV_NAMES, CORE_FIELD_ENV, Setting
 from tests.support import REPO
 
 ROOT = REPO
-CODE_DIRS = ("hltm", "assets", "resources", "sensors")
+CODE_DIRS = ("hltm", "hltm_cli", "hltm_dagster")
 _NAME = re.compile(r"\bHLTM_[A-Z0-9_]*[A-Z0-9]\b")
 _READS_ENV = re.compile(r"os\.environ|getenv")
 
 
 def _code_files() -> list[Path]:
     files = [p for d in CODE_DIRS for p in (ROOT / d).rglob("*.py")]
-    return [*files, ROOT / "definitions.py"]
+    return files
 
 
 def test_every_core_setting_names_its_variable() -> None:
@@ -47,7 +47,7 @@ def test_components_take_their_values_from_settings(monkeypatch: pytest.MonkeyPa
     from hltm.judge.probe import ProbeSettings
     from hltm.patterns import PatternSettings
     from hltm.settings import judge_cron
-    from resources import JudgeSettingsResource
+    from hltm_dagster.resources import JudgeSettingsResource
 
     for name, value in {
         "HLTM_JUDGE_BUDGET": "12",

@@ -10,14 +10,14 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 
-from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
-from assets.sources import observe_sources_job, source_tables
 from hltm.settings import Settings
 from hltm_cli.dagster_runs import dagster_home, run_job
 from hltm_cli.demo import build_memory
 from hltm_cli.refresh import ALL_STALE
-from resources import build_resources
-from resources import instance as dagster_instance
+from hltm_dagster import instance as dagster_instance
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
+from hltm_dagster.defs.sources.assets import observe_sources_job, source_tables
+from hltm_dagster.resources import build_resources
 from tests.support.memory import ingested_sources, memory_world  # noqa: F401 (fixtures)
 from tests.support.ui import ui_graphql
 

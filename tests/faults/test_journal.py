@@ -15,7 +15,6 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata, record_redactions
 from hltm.judge.journal import (
     Publication,
     _derive_rankings,
@@ -33,7 +32,13 @@ from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
 from hltm.settings import Settings
 from hltm.warehouse import connect
 from hltm_cli import main
-from resources.instance import ensure_dagster_home
+from hltm_dagster.defs.judge.assets import (
+    RANKINGS_KEY,
+    chain_check,
+    ranking_metadata,
+    record_redactions,
+)
+from hltm_dagster.instance import ensure_dagster_home
 from tests.support.judge import POOL, VACANCY
 
 ROWS = 6

@@ -498,8 +498,13 @@ def test_a_query_log_kept_in_the_derived_file_moves_to_its_own_file(settings) ->
 def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dagster as dg
 
-    from assets.patterns import MEMORY_HINTS_KEY, QUERY_PATTERNS_KEY, mine_query_patterns, query_log
-    from resources import build_resources
+    from hltm_dagster.defs.patterns.assets import (
+        MEMORY_HINTS_KEY,
+        QUERY_PATTERNS_KEY,
+        mine_query_patterns,
+        query_log,
+    )
+    from hltm_dagster.resources import build_resources
 
     _write_log(
         log_path(settings.derived_db),
@@ -530,6 +535,6 @@ def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # ty
     assert hints["changed"].value is True
     assert [t["answer_field"] for t in hints["qa_templates"].value] == ["work_mode"]
 
-    from sensors.analysis_schedules import query_patterns_schedule
+    from hltm_dagster.defs.patterns.schedules import query_patterns_schedule
 
     assert query_patterns_schedule.cron_schedule == PatternSettings().cron

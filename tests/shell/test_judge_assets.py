@@ -10,8 +10,15 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.calibration import calibrate_vacancies_job
-from assets.judge import (
+from hltm.judge.data import load_resumes, load_vacancies
+from hltm.judge.journal import journal_entries, verify_chain
+from hltm.judge.pipeline import judge_config
+from hltm.judge.store import ensure_judge_schema
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
+from hltm.warehouse import connect
+from hltm_dagster.defs.judge.assets import (
     VACANCIES,
     candidate_pools,
     judge_quote_gate,
@@ -21,16 +28,10 @@ from assets.judge import (
     rankings,
     resume_index,
 )
-from hltm.judge.data import load_resumes, load_vacancies
-from hltm.judge.journal import journal_entries, verify_chain
-from hltm.judge.pipeline import judge_config
-from hltm.judge.store import ensure_judge_schema
-from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
-from hltm.settings import Settings
-from hltm.sources.ingest import ingest_directory
-from hltm.warehouse import connect
-from resources import build_resources
-from sensors.judge import vacancy_changes
+from hltm_dagster.defs.judge.sensors import vacancy_changes
+from hltm_dagster.instance import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from hltm_dagster.resources import build_resources
+from tests.support.judge import calibrate_every_vacancy
 from tests.support.ui import stale_partitions, ui_graphql
 
 
@@ -52,7 +53,7 @@ def _resources(settings: Settings) -> dict[str, Any]:
 
 
 def test_definitions_load_with_the_judge() -> None:
-    from definitions import defs
+    from hltm_dagster.definitions import defs
 
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("judge_refresh") is not None
@@ -85,7 +86,8 @@ def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings
     assert isinstance(changed, dg.SensorResult)
     (calibrate,) = changed.run_requests
     assert calibrate.job_name == "calibrate_vacancies"
-    assert calibrate.run_config["ops"]["calibrate_all_vacancies"]["config"]["vacancies"] == ["v002"]
+    assert calibrate.tags[ASSET_PARTITION_RANGE_START_TAG] == "v002"
+    assert calibrate.tags[ASSET_PARTITION_RANGE_END_TAG] == "v002"
     store_calibrations(
         world.derived_db,
         calibrate_vacancies(world.sources_db, world.derived_db, load_vacancies(world.sources_db)),
@@ -101,9 +103,7 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     config = {
         "ops": {"judge_all_vacancies": {"config": {"vacancies": [], "budget": 0, "workers": 2}}}
     }
-    calibrated = calibrate_vacancies_job.execute_in_process(  # as `hltm refresh` does first
-        resources=_resources(world), instance=instance
-    )
+    calibrated = calibrate_every_vacancy(instance, _resources(world), world.sources_db)
     assert calibrated.success
     first = judge_refresh_job.execute_in_process(
         run_config=config, resources=_resources(world), instance=instance

@@ -21,7 +21,7 @@ def test_make_ui_runs_dg_dev_on_the_projects_one_code_location() -> None:
     assert "/dg dev" in recipe.group(1) and "dagster dev" not in recipe.group(1)
     project = DgContext.for_project_environment(REPO, {"suppress_warnings": []})
     assert project.is_project and project.code_location_name == "definitions"
-    assert project.code_location_target_module_name == "definitions"
+    assert project.code_location_target_module_name == "hltm_dagster.definitions"
     assert not project.config.cli.telemetry_enabled
 
 

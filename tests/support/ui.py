@@ -35,7 +35,7 @@ def ui_graphql(instance: dg.DagsterInstance) -> Iterator[Query]:
     from dagster_graphql.test.utils import execute_dagster_graphql
 
     location = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(module_name="definitions", working_directory=str(REPO)),
+        LoadableTargetOrigin(module_name="hltm_dagster.definitions", working_directory=str(REPO)),
         location_name="definitions",
     )
     with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(location)) as process:

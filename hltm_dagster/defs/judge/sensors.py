@@ -1,5 +1,5 @@
 """The judge's automation: keep ``vacancies`` partitions in sync, calibrate and re-rank changed
-vacancies, re-calibrate after memory changes, and (when switched on) judge everything nightly.
+vacancies, re-calibrate after memory changes.
 
 Nothing here spends LLM budget unasked:
 
@@ -16,9 +16,7 @@ Nothing here spends LLM budget unasked:
 * `memory_calibration` (sensor, on by default) — re-calibrates the vacancies whose seat or
   contract memory changed since their calibration (no LLM call). The judge re-judges a vacancy
   only when its proposals — not merely the memory versions — changed, on its next run.
-* `judge_nightly` (schedule, **stopped by default**; `HLTM_JUDGE_CRON`, default 02:00) —
-  `judge_refresh` over every vacancy: up to `HLTM_JUDGE_BUDGET` (3,000) cold evaluations a
-  night. Switch it on in the UI (*Automation*) or `dagster schedule start judge_nightly`.
+* `judge_nightly` (`schedules.py`) judges everything nightly when switched on.
 """
 
 from __future__ import annotations
@@ -28,14 +26,15 @@ import json
 
 import dagster as dg
 
-from assets.calibration import calibrate_vacancies_job
-from assets.judge import VACANCIES, judge_refresh_job
 from hltm.judge.calibration import load_calibrations
 from hltm.judge.data import vacancy_ids
 from hltm.memory.store import read_built
-from hltm.settings import judge_cron
 from hltm.warehouse import connect
-from resources import PlatformResource, WarehouseResource
+from hltm_dagster.defs.calibration.assets import calibrate_vacancies_job
+from hltm_dagster.defs.judge.assets import judge_refresh_job
+from hltm_dagster.defs.sources.assets import VACANCIES
+from hltm_dagster.instance import partition_range_tags, partition_ranges
+from hltm_dagster.resources import PlatformResource, WarehouseResource
 
 MAX_PARTITION_REQUESTS = 25_000
 
@@ -67,15 +66,31 @@ def _partition_requests(
     return requests
 
 
-def _calibrate_request(versions: dict[str, str], reason: str) -> dg.RunRequest:
-    return dg.RunRequest(
-        run_key=f"calibrate-{_digest(versions)}",
-        job_name=calibrate_vacancies_job.name,
-        run_config={
-            "ops": {"calibrate_all_vacancies": {"config": {"vacancies": sorted(versions)}}}
-        },
-        tags={"hltm/calibration": reason},
-    )
+def _calibrate_requests(
+    order: list[str], versions: dict[str, str], reason: str
+) -> list[dg.RunRequest]:
+    """Runs of the calibration asset (no LLM call): one per contiguous range of the vacancies'
+    partitions, and one per vacancy whose partition is added by this same tick."""
+    requests = []
+    for start, end in partition_ranges(order, set(versions)):
+        keys = order[order.index(start) : order.index(end) + 1]
+        requests.append(
+            dg.RunRequest(
+                run_key=f"calibrate-{_digest({k: versions[k] for k in keys})}",
+                job_name=calibrate_vacancies_job.name,
+                tags={"hltm/calibration": reason, **partition_range_tags(start, end)},
+            )
+        )
+    for vacancy in sorted(set(versions) - set(order)):
+        requests.append(
+            dg.RunRequest(
+                run_key=f"calibrate-{_digest({vacancy: versions[vacancy]})}",
+                job_name=calibrate_vacancies_job.name,
+                partition_key=vacancy,
+                tags={"hltm/calibration": reason},
+            )
+        )
+    return requests
 
 
 @dg.sensor(
@@ -113,7 +128,8 @@ def vacancy_changes(
     waiting = {v: version for v, version in changed.items() if v not in ready}
     runs = []
     if waiting:
-        runs.append(_calibrate_request(waiting, "vacancy_changes"))
+        order = context.instance.get_dynamic_partitions(VACANCIES.name)
+        runs.extend(_calibrate_requests(order, waiting, "vacancy_changes"))
     if ready:
         runs.append(
             dg.RunRequest(
@@ -166,19 +182,8 @@ def memory_calibration(
     if not stale:
         return dg.SkipReason(f"{len(calibrations)} calibrations match the current memory")
     context.log.info(f"memory changed under {len(stale)} calibrated vacancies")
-    return dg.SensorResult(run_requests=[_calibrate_request(stale, "memory_calibration")])
+    order = context.instance.get_dynamic_partitions(VACANCIES.name)
+    return dg.SensorResult(run_requests=_calibrate_requests(order, stale, "memory_calibration"))
 
-
-judge_nightly = dg.ScheduleDefinition(
-    name="judge_nightly",
-    job=judge_refresh_job,
-    cron_schedule=judge_cron(),
-    default_status=dg.DefaultScheduleStatus.STOPPED,  # up to 3,000 LLM calls a night
-    run_config={"ops": {"judge_all_vacancies": {"config": {"vacancies": []}}}},
-    tags={"hltm/judge": "nightly"},
-    description="Every night: refresh the resume index and pools, judge only new pairs (score "
-    "cache) within the budget of cold evaluations, gate, publish rankings to the journal.",
-)
 
 JUDGE_SENSORS = [vacancy_changes, memory_calibration]
-JUDGE_SCHEDULES = [judge_nightly]

@@ -16,10 +16,12 @@ import dagster as dg
 from hltm.sources.ingest import ensure_sources_schema, quarantine_counts, table_counts
 from hltm.sources.schema import TABLES
 from hltm.warehouse import connect
-from resources import PlatformResource, WarehouseResource
-from resources.instance import DATA_VERSION_TAG
+from hltm_dagster.instance import DATA_VERSION_TAG
+from hltm_dagster.resources import PlatformResource, WarehouseResource
 
 SOURCES_GROUP = "sources"
+# One partition per vacancy of the source table: calibration and the judge are partitioned by it.
+VACANCIES = dg.DynamicPartitionsDefinition(name="vacancies")
 
 
 def source_key(table: str) -> dg.AssetKey:

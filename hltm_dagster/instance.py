@@ -32,10 +32,17 @@ import dagster as dg
 # Dagster's private API, used here and nowhere else (tests/shell/test_private_api.py pins each
 # name, so an upgrade that moves one fails there first). No public equivalent exists for: the run
 # launcher's health check (what makes a killed run FAILED), the tags Dagster itself reads (a
-# runless observation's data version; a sensor run's key), and executing a run of the code
+# runless observation's data version; a sensor run's key; the partition range of a single-run
+# backfill, which a run of many partitions carries), and executing a run of the code
 # location in this process (`located_job`, `execute_located`).
 from dagster._core.definitions.data_version import DATA_VERSION_TAG as DATA_VERSION_TAG
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG as ASSET_PARTITION_RANGE_END_TAG,
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_START_TAG as ASSET_PARTITION_RANGE_START_TAG,
+)
 from dagster._core.storage.tags import RUN_KEY_TAG as RUN_KEY_TAG
 from dagster._serdes.config_class import ConfigurableClassData
 
@@ -57,7 +64,7 @@ concurrency:
 DAGSTER_YAML = f"""\
 {_MARKER}: delete this line to keep your own edits when hltm's defaults change
 {_LEGACY_YAML}run_launcher:
-  module: resources.instance
+  module: hltm_dagster.instance
   class: LocalRunLauncher
 run_monitoring:
   enabled: true
@@ -104,7 +111,7 @@ def ensure_dagster_home() -> tuple[Path, str | None]:
     if "run_monitoring" not in current:
         return home, (
             f"{config} has no run_monitoring section: a killed run would stay STARTED and block"
-            " the memory refresh queue (see resources/instance.py for the settings)"
+            " the memory refresh queue (see hltm_dagster/instance.py for the settings)"
         )
     return home, None
 
@@ -217,7 +224,26 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
 
 # The code location: its module, its `Definitions` variable and its name, as `dg dev` loads it
 # (pyproject's [tool.dg.project]) and as `workspace.yaml` names it for `dagster dev`.
-LOCATION_MODULE, LOCATION_DEFS, LOCATION_NAME = "definitions", "defs", "definitions"
+LOCATION_MODULE, LOCATION_DEFS, LOCATION_NAME = "hltm_dagster.definitions", "defs", "definitions"
+
+
+def partition_range_tags(start: str, end: str) -> dict[str, str]:
+    """The tags of one run over the partitions `start`…`end` of an asset whose backfill policy
+    is a single run (what a backfill of that range launches)."""
+    return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}
+
+
+def partition_ranges(order: list[str], wanted: set[str]) -> list[tuple[str, str]]:
+    """The wanted keys as contiguous ranges of the partitions' order (one run each)."""
+    ranges: list[tuple[str, str]] = []
+    start: str | None = None
+    for previous, key in zip([None, *order], [*order, None], strict=True):
+        if key in wanted and start is None:
+            start = key
+        elif key not in wanted and start is not None and previous is not None:
+            ranges.append((start, previous))
+            start = None
+    return ranges
 
 
 def located_job(job_name: str) -> tuple[Any, Any]:

@@ -15,7 +15,7 @@ import dagster as dg
 
 from hltm.evaluation.judge.tender import ReportSettings, build_report, tender_table
 from hltm.settings import Settings
-from resources import PlatformResource
+from hltm_dagster.resources import PlatformResource
 
 ANALYSIS_GROUP = "judge_analysis"
 STATS_REPORT_KEY = dg.AssetKey("judge_stats_report")

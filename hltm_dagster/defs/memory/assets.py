@@ -24,8 +24,6 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext, OpExecutionContext
 
-from assets.patterns import MEMORY_HINTS_KEY
-from assets.sources import source_key
 from hltm.deletion import compact_chroma_log
 from hltm.memory import MemoryBuilder, MemoryStore, load_hints
 from hltm.memory.build import version_config
@@ -36,7 +34,9 @@ from hltm.memory.store import degraded_nodes
 from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
 from hltm.runlock import MEMORY_REFRESH
 from hltm.warehouse import connect
-from resources import PlatformResource, WarehouseResource
+from hltm_dagster.defs.patterns.assets import MEMORY_HINTS_KEY
+from hltm_dagster.defs.sources.assets import source_key
+from hltm_dagster.resources import PlatformResource, WarehouseResource
 
 MEMORY_GROUP = "memory"
 PARTITIONS: dict[str, dg.DynamicPartitionsDefinition] = {

@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from hltm.patterns import PatternSettings, mine_query_log
-from resources import PlatformResource
+from hltm_dagster.resources import PlatformResource
 
 PATTERNS_GROUP = "adaptation"
 QUERY_LOG_KEY = dg.AssetKey("query_log")

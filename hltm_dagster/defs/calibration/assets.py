@@ -5,9 +5,10 @@
   proposed soft requirements in ``vacancy_calibrations`` and shows them with support and
   citations. `judge_scores` depends on it: the judge reads the stored items as non-mandatory
   checklist items, and their version is part of the score-cache key.
-* `calibrate_vacancies` — an op job calibrating many vacancies in one run (config: ids, empty =
-  all), logging one materialisation per vacancy partition; the demo and the calibration sensor
-  run it. It makes no LLM call.
+* `calibrate_vacancies` — the asset's job. Its backfill policy is a single run, so a run over a
+  range of vacancy partitions (the demo's and `hltm refresh`'s: all of them) calibrates them in
+  one process; the UI's Materialize, the sensors and the CLI all run the asset's own function.
+  It makes no LLM call.
 
 The work is in `hltm.judge.calibration`; this module wires resources and events.
 """
@@ -16,12 +17,11 @@ from typing import Any
 
 import dagster as dg
 
-from assets.judge import VACANCIES
-from assets.memory import ASSET_KEYS
-from assets.sources import source_key
 from hltm.judge.calibration import Calibration, calibrate_vacancies, store_calibrations
 from hltm.judge.data import load_vacancies
-from resources import PlatformResource
+from hltm_dagster.defs.memory.assets import ASSET_KEYS
+from hltm_dagster.defs.sources.assets import VACANCIES, source_key
+from hltm_dagster.resources import PlatformResource
 
 CALIBRATION_KEY = dg.AssetKey("vacancy_calibration")
 
@@ -61,6 +61,7 @@ def _calibrate(platform: PlatformResource, ids: list[str] | None) -> list[Calibr
     key=CALIBRATION_KEY,
     group_name="judge",
     partitions_def=VACANCIES,
+    backfill_policy=dg.BackfillPolicy.single_run(),
     deps=[
         dg.AssetDep(ASSET_KEYS["seat"], partition_mapping=dg.AllPartitionMapping()),
         dg.AssetDep(ASSET_KEYS["contract"], partition_mapping=dg.AllPartitionMapping()),
@@ -76,49 +77,43 @@ def _calibrate(platform: PlatformResource, ids: list[str] | None) -> list[Calibr
 def vacancy_calibration(
     context: dg.AssetExecutionContext, platform: PlatformResource
 ) -> dg.MaterializeResult:
-    found = _calibrate(platform, [context.partition_key])
-    if not found:
-        raise dg.Failure(f"vacancy {context.partition_key} is not in the sources (deleted?)")
-    cal = found[0]
-    context.log.info(f"{cal.vacancy_id}: {cal.sentence()}")
-    return dg.MaterializeResult(
-        metadata=calibration_metadata(cal), data_version=dg.DataVersion(cal.version or "none")
-    )
-
-
-class CalibrateConfig(dg.Config):
-    """Empty `vacancies` = every vacancy in the sources."""
-
-    vacancies: list[str] = []
-
-
-@dg.op
-def calibrate_all_vacancies(
-    context: dg.OpExecutionContext, config: CalibrateConfig, platform: PlatformResource
-) -> int:
-    calibrations = _calibrate(platform, config.vacancies or None)
-    known = set(context.instance.get_dynamic_partitions(VACANCIES.name))
-    missing = sorted({c.vacancy_id for c in calibrations} - known)
+    """One vacancy (the UI's Materialize, a sensor's request) or a range of them in one run."""
+    wanted = list(context.partition_keys)
+    found = _calibrate(platform, wanted)
+    missing = sorted(set(wanted) - {c.vacancy_id for c in found})
     if missing:
-        context.instance.add_dynamic_partitions(VACANCIES.name, missing)
-    for cal in calibrations:
-        context.log_event(
-            dg.AssetMaterialization(
-                CALIBRATION_KEY, partition=cal.vacancy_id, metadata=calibration_metadata(cal)
-            )
+        raise dg.Failure(f"vacancies not in the sources (deleted?): {', '.join(missing[:10])}")
+    for cal in found:
+        context.log.info(f"{cal.vacancy_id}: {cal.sentence()}")
+    if len(found) == 1:
+        (cal,) = found
+        return dg.MaterializeResult(
+            metadata=calibration_metadata(cal), data_version=dg.DataVersion(cal.version or "none")
         )
-    proposed = sum(len(c.proposals) for c in calibrations)
-    context.log.info(f"{len(calibrations)} vacancies calibrated, {proposed} items proposed")
-    return len(calibrations)
+    return dg.MaterializeResult(metadata=batch_metadata(found))
 
 
-@dg.job(
-    name="calibrate_vacancies",
-    description="Calibrate every vacancy (or the given ones) from its seat's and contract's "
-    "memory in one run; no LLM call.",
+def batch_metadata(calibrations: list[Calibration]) -> dict[str, Any]:
+    """What a run over many vacancies shows on each of them: every vacancy's summary."""
+    rows = "\n".join(
+        f"| {c.vacancy_id} | {len(c.proposals)} | {c.sentence()} |" for c in calibrations
+    )
+    return {
+        "vacancies": len(calibrations),
+        "proposed": sum(len(c.proposals) for c in calibrations),
+        "summaries": dg.MetadataValue.md(
+            f"| vacancy | proposed | summary |\n|---|---|---|\n{rows}"
+        ),
+    }
+
+
+calibrate_vacancies_job = dg.define_asset_job(
+    "calibrate_vacancies",
+    selection=[CALIBRATION_KEY],
+    partitions_def=VACANCIES,
+    description="Calibrate vacancies from their seat's and contract's memory: one partition, or "
+    "a range in one run (the CLI runs every vacancy); no LLM call.",
 )
-def calibrate_vacancies_job() -> None:
-    calibrate_all_vacancies()
 
 
 CALIBRATION_ASSETS = [vacancy_calibration]

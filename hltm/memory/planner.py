@@ -1,4 +1,6 @@
-"""`source_changes`: turn source changes into one refresh run over exactly the affected chains.
+"""The memory refresh planner: from the sources, the store and what the last evaluation saw (its
+cursor), which nodes one refresh must rebuild or delete, and which partitions must exist. Plain
+Python: the `source_changes` sensor only carries its answer to Dagster.
 
 Each evaluation:
 
@@ -18,7 +20,7 @@ Each evaluation:
    `FULL_DIFF_EVERY_S` a periodic full diff is spread over the next ticks, `SWEEP_BUCKETS` store
    buckets of contracts each;
 3. adds / deletes dynamic partitions so they match the diffed nodes (≤ 25,000 requests per
-   evaluation, the rest on the next ticks), and requests one `refresh_memory_tree` run for the
+   evaluation, the rest on the next ticks), and asks for one refresh run for the
    affected set, with a deterministic run key (sha1 of the change set and the cursor's sequence
    number).
 
@@ -34,21 +36,14 @@ catches what neither sees (partitions deleted by hand, sources edited outside in
 logged change).
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
-import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-import dagster as dg
-
-from assets.memory import (
-    ASSET_KEYS,
-    PARTITIONS,
-    REFRESH_TAG,
-    current_hints,
-    refresh_memory_tree,
-    refresh_run_config,
-)
-from hltm.memory.build import version_config
 from hltm.memory.changes import (
     BUCKETS,
     change_mark,
@@ -59,14 +54,11 @@ from hltm.memory.changes import (
 )
 from hltm.memory.inputs import sources_watermark
 from hltm.memory.models import LEVELS, split_node_id
+from hltm.memory.tree import Plan, VersionConfig
 from hltm.warehouse import connect
-from resources import PlatformResource
-from resources.instance import RUN_KEY_TAG, fail_dead_runs
 
 # Dagster's advice: at most 25k partition adds/deletes per sensor evaluation.
 MAX_PARTITION_REQUESTS = 25_000
-# Above this many affected nodes, the run rebuilds "everything stale" instead of carrying ids.
-MAX_IDS_IN_RUN_CONFIG = 5_000
 # Even when nothing seems to have changed, diff the whole tree this often: spread over ticks,
 # this many of the store's 256 buckets of contracts per tick (a whole-tree diff at 100k projects
 # can outlast a sensor evaluation).
@@ -74,19 +66,36 @@ FULL_DIFF_EVERY_S = 3_600
 SWEEP_BUCKETS = 32
 # Cursors of another layout (the full-diff-only sensor had none) trigger one full diff.
 CURSOR_FORMAT = 2
-# Up to this many partition keys are looked up one by one; more, and all keys are read once.
-MAX_PARTITION_LOOKUPS = 2_000
-_UNFINISHED = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
-_ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-_REFRESH_KINDS = ["sensor", "incremental", "full"]
+
+# The partition keys of `level` among `keys` (None: all of them) that exist now.
+ExistingPartitions = Callable[[str, set[str] | None], set[str]]
 
 
-def _cursor(raw: str | None) -> dict[str, object]:
+@dataclass(frozen=True)
+class PartitionChange:
+    """Partition keys of one tree level to add and to delete."""
+
+    level: str
+    adds: list[str]
+    deletes: list[str]
+
+
+@dataclass(frozen=True)
+class RefreshDecision:
+    """One evaluation's answer. `plan` is set when a refresh must run (with `run_key` and its
+    `tags`), else `skip` says why not; `cursor` is the next cursor (None: keep the old one);
+    `notes` say what was diffed and why."""
+
+    cursor: str | None
+    skip: str | None = None
+    plan: Plan | None = None
+    run_key: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    partitions: list[PartitionChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_cursor(raw: str | None) -> dict[str, object]:
     try:
         value = json.loads(raw) if raw else {}
     except json.JSONDecodeError:
@@ -98,18 +107,16 @@ def _digests(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _unsucceeded_request(
-    instance: dg.DagsterInstance, previous: dict[str, object]
+def unsucceeded_request(
+    previous: dict[str, object], ended_badly: Callable[[str], bool]
 ) -> dict[str, object] | None:
     """The last requested refresh (its run key and the change number its diff started from)
     if its run ended without succeeding: failed, canceled, or killed (run monitoring fails it).
-    A run still queued or running holds the refresh slot, so this tick skips anyway."""
+    A run still queued or running holds the refresh slot, so the caller skips anyway."""
     requested = previous.get("requested")
     if not isinstance(requested, dict):
         return None
-    runs = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: str(requested["run_key"])}), limit=1)
-    ended_badly = runs and runs[0].status in _ENDED_BADLY
-    return requested if ended_badly else None
+    return requested if ended_badly(str(requested["run_key"])) else None
 
 
 def _full_diff_reason(
@@ -129,60 +136,22 @@ def _full_diff_reason(
     return None
 
 
-def _existing_partitions(
-    instance: dg.DagsterInstance, name: str, keys: set[str] | None
-) -> set[str]:
-    """The partitions of `name` among `keys` (None: all of them), without reading every key of
-    a large partition set for a handful of lookups."""
-    if keys is not None and len(keys) <= MAX_PARTITION_LOOKUPS:
-        return {k for k in keys if instance.has_dynamic_partition(name, k)}
-    existing = set(instance.get_dynamic_partitions(name))
-    return existing if keys is None else existing & keys
-
-
-# One asset job per tree level, targeted by the sensor beside the ordered refresh job: the UI then
-# lists `source_changes` under each memory asset's automations. Every run the sensor requests is
-# still the one `refresh_memory_tree` run (leaves, then seats, then contracts).
-LEVEL_JOBS = [
-    dg.define_asset_job(
-        f"materialize_{level}_memory",
-        selection=[ASSET_KEYS[level]],
-        description=f"Materialize chosen {level} memory partitions (the sensor uses the ordered"
-        " `refresh_memory_tree` instead).",
-    )
-    for level in LEVELS
-]
-
-
-@dg.sensor(
-    name="source_changes",
-    jobs=[refresh_memory_tree, *LEVEL_JOBS],
-    minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Detects added, changed, moved and deleted projects (and new or removed seats and "
-    "contracts) and requests one refresh of exactly the affected leaves and ancestor chains.",
-)
-def source_changes(
-    context: dg.SensorEvaluationContext, platform: PlatformResource
-) -> dg.SensorResult | dg.SkipReason:
-    sources_db, derived_db = platform.sources_db, platform.derived_db
-    llm, memory_tree = platform.llm, platform.memory_tree
-    if not sources_db.path.exists():
-        return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
-    previous = _cursor(context.cursor)
-    fail_dead_runs(context.instance, REFRESH_TAG)
-    if context.instance.get_runs(
-        dg.RunsFilter(statuses=_UNFINISHED, tags={REFRESH_TAG: _REFRESH_KINDS}), limit=1
-    ):
-        # Its writes move the store watermark; diff once it has ended, not against a half-built
-        # tree (and a change made meanwhile would wait for the one refresh slot anyway).
-        return dg.SkipReason("a memory refresh run is queued or in progress")
-    hints = current_hints(derived_db, read_only=True)
-    config = version_config(llm.get().model, hints, memory_tree.config())
-    stored = store_digests(derived_db.path)
-    unsucceeded = _unsucceeded_request(context.instance, previous)
-    now = time.time()
-    with connect(sources_db.path, read_only=True) as con:
+def plan_refresh(
+    raw_cursor: str | None,
+    sources_db: Path,
+    derived_db: Path,
+    config: VersionConfig,
+    existing_partitions: ExistingPartitions,
+    ended_badly: Callable[[str], bool],
+    now: float,
+) -> RefreshDecision:
+    """What the memory tree needs now: nothing (a cheap watermark check), or the partitions to
+    bring in line and the one refresh of the affected leaves and ancestor chains."""
+    previous = read_cursor(raw_cursor)
+    stored = store_digests(derived_db)
+    unsucceeded = unsucceeded_request(previous, ended_badly)
+    notes: list[str] = []
+    with connect(sources_db, read_only=True) as con:
         con.execute("BEGIN TRANSACTION")
         watermark = hashlib.sha1(sources_watermark(con).encode()).hexdigest()
         mark = change_mark(con)
@@ -200,13 +169,13 @@ def source_changes(
             and unsucceeded is None
         ):
             con.execute("COMMIT")
-            return dg.SkipReason(
-                "no source changes (nor memory store changes) since the last evaluation"
+            return RefreshDecision(
+                None, "no source changes (nor memory store changes) since the last evaluation"
             )
         since = int(str(previous.get("change_seq", 0)))
         if unsucceeded is not None:
             since = min(since, int(str(unsucceeded["since"])))
-            context.log.info(
+            notes.append(
                 f"the refresh requested last did not succeed: diffing again from change {since}"
             )
         full_why = _full_diff_reason(previous, config.digest, mark, since)
@@ -215,13 +184,13 @@ def source_changes(
         swept = BUCKETS[start : start + SWEEP_BUCKETS] if start is not None else ()
         if full_why is None:
             buckets = moved_buckets(_digests(previous.get("stored")), stored) | set(swept)
-            scope = contracts_to_diff(con, derived_db.path, since, buckets)
+            scope = contracts_to_diff(con, derived_db, since, buckets)
             if swept and start is not None and start + SWEEP_BUCKETS < len(BUCKETS):
                 next_sweep = start + SWEEP_BUCKETS
             if not scope and not swept and previous.get("watermark") != watermark:
                 full_why = "the sources changed outside ingest (no change log entry)"
                 scope = None
-        diff = diff_contracts(con, derived_db.path, scope, config)
+        diff = diff_contracts(con, derived_db, scope, config)
         con.execute("COMMIT")
     tree, plan = diff.tree, diff.plan
     how = (
@@ -230,32 +199,23 @@ def source_changes(
         else f"diffed incrementally the {len(scope)} contract(s) changed since change {since}"
         + (f" or in buckets {swept[0]}–{swept[-1]} of the periodic full diff" if swept else "")
     )
-    context.log.info(f"{how}: read {diff.nodes_read} tree and stored node(s)")
+    notes.append(f"{how}: read {diff.nodes_read} tree and stored node(s)")
 
-    partition_requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]
-    partition_requests = []
+    partitions: list[PartitionChange] = []
     budget = MAX_PARTITION_REQUESTS
     pending = False
     for level in LEVELS:
-        name = PARTITIONS[level].name
-        assert name is not None
         wanted = {split_node_id(n)[1] for n in tree.ids(level)}
         seen = wanted | {split_node_id(n)[1] for n, b in diff.built.items() if b.level == level}
-        existing = _existing_partitions(context.instance, name, None if scope is None else seen)
+        existing = existing_partitions(level, None if scope is None else seen)
         adds = sorted(wanted - existing)
         deletes = sorted(existing - wanted)
         if len(adds) + len(deletes) > budget:
             pending = True
         adds, deletes = adds[:budget], deletes[: max(0, budget - len(adds))]
         budget -= len(adds) + len(deletes)
-        if adds:
-            partition_requests.append(
-                dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=adds)
-            )
-        if deletes:
-            partition_requests.append(
-                dg.DeleteDynamicPartitionsRequest(partitions_def_name=name, partition_keys=deletes)
-            )
+        if adds or deletes:
+            partitions.append(PartitionChange(level, adds, deletes))
 
     sequence = int(str(previous.get("sequence", 0))) + 1
     run_key = plan.run_key(f"{config.digest}:{sequence}")
@@ -277,41 +237,29 @@ def source_changes(
             sort_keys=True,
         )
 
-    cursor = cursor_with(None)
     if pending:  # the unfinished run, if any, stays to be checked after the partitions
-        return dg.SensorResult(
-            dynamic_partitions_requests=partition_requests,
-            cursor=cursor_with(unsucceeded),
-            skip_reason=f"adding/deleting partitions in batches of {MAX_PARTITION_REQUESTS}; "
-            "the refresh run follows once they are in place",
+        skip = (
+            f"adding/deleting partitions in batches of {MAX_PARTITION_REQUESTS}; "
+            "the refresh run follows once they are in place"
         )
-    if plan.empty and not partition_requests:
-        context.update_cursor(cursor)
-        return dg.SkipReason(f"{how}: every memory node is current")
+        return RefreshDecision(cursor_with(unsucceeded), skip, partitions=partitions, notes=notes)
     if plan.empty:
-        return dg.SensorResult(
-            dynamic_partitions_requests=partition_requests,
-            cursor=cursor,
-            skip_reason=f"{how}: every memory node is current; partitions brought in line",
-        )
-    many = len(plan.rebuilds) + len(plan.deletes) > MAX_IDS_IN_RUN_CONFIG
-    context.log.info(f"requesting a refresh: {plan.describe()} (run key {run_key[:12]})")
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(
-                job_name=refresh_memory_tree.name,
-                run_key=run_key,
-                run_config=refresh_run_config(plan, all_stale=many),
-                tags={
-                    REFRESH_TAG: "sensor",
-                    "hltm/projects": str(len(plan.projects)),
-                    "hltm/seats": str(len(plan.seats)),
-                    "hltm/contracts": str(len(plan.contracts)),
-                    "hltm/deletes": str(len(plan.deletes)),
-                    "hltm/diff": "full" if scope is None else "incremental",
-                },
-            )
-        ],
-        dynamic_partitions_requests=partition_requests,
-        cursor=cursor_with({"run_key": run_key, "since": since}),
+        brought = "; partitions brought in line" if partitions else ""
+        skip = f"{how}: every memory node is current{brought}"
+        return RefreshDecision(cursor_with(None), skip, partitions=partitions, notes=notes)
+    notes.append(f"requesting a refresh: {plan.describe()} (run key {run_key[:12]})")
+    tags = {
+        "hltm/projects": str(len(plan.projects)),
+        "hltm/seats": str(len(plan.seats)),
+        "hltm/contracts": str(len(plan.contracts)),
+        "hltm/deletes": str(len(plan.deletes)),
+        "hltm/diff": "full" if scope is None else "incremental",
+    }
+    return RefreshDecision(
+        cursor_with({"run_key": run_key, "since": since}),
+        plan=plan,
+        run_key=run_key,
+        tags=tags,
+        partitions=partitions,
+        notes=notes,
     )

@@ -25,7 +25,6 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext, OpExecutionContext
 
-from assets.sources import source_key
 from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
@@ -55,10 +54,10 @@ from hltm.judge.service import publish_vacancy as _publish
 from hltm.judge.service import refresh_index as _refresh
 from hltm.runlock import JUDGE_RUN
 from hltm.warehouse import connect
-from resources import PlatformResource
+from hltm_dagster.defs.sources.assets import VACANCIES, source_key
+from hltm_dagster.resources import PlatformResource
 
 JUDGE_GROUP = "judge"
-VACANCIES = dg.DynamicPartitionsDefinition(name="vacancies")
 
 
 def make_env(platform: PlatformResource) -> JudgeEnv:

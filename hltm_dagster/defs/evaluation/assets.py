@@ -14,7 +14,7 @@ import dagster as dg
 from hltm.evaluation.memory.questions import ALL_SYSTEMS, evaluate
 from hltm.query.engine import QueryEngine
 from hltm.settings import Settings
-from resources import PlatformResource
+from hltm_dagster.resources import PlatformResource
 
 EVALUATION_GROUP = "evaluation"
 HLTM_LEAKAGE = "HLTM (subtree filter)"

@@ -16,12 +16,12 @@ from typing import Any
 
 import dagster as dg
 
-from assets.sources import source_key
 from hltm.judge import probe as probe_core
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.pipeline import judge_config
 from hltm.settings import PROBE_ENV, read_env
-from resources import PlatformResource
+from hltm_dagster.defs.sources.assets import source_key
+from hltm_dagster.resources import PlatformResource
 
 PROBE_GROUP = "judge_analysis"
 RECALL_PROBE_KEY = dg.AssetKey("recall_probe")
