@@ -1,4 +1,4 @@
-"""Thin Dagster assets and checks calling `hltm`.
+"""The Dagster shell: thin assets, checks, jobs, sensors and schedules calling `hltm`, by domain.
 
 The one home of the code location's warning filters (this package is the first of it any
 process imports: the webserver, the daemon, the CLI, the tests through `tests/conftest.py`).
@@ -7,6 +7,8 @@ behaviour this project was tested with:
 
 * `multi_observable_source_asset`: the source tables' row counts and data versions, observed as
   one asset per table; used on purpose.
+* `backfill_policy` of `asset`: a single-run backfill policy lets one run calibrate a range of
+  vacancies (`vacancy_calibration`); used on purpose.
 * `owners` of `SensorDefinition.__init__`: Dagster passes it itself when it binds resources to a
   sensor; no sensor here sets owners.
 
@@ -19,6 +21,7 @@ import dagster as dg
 
 ACCEPTED_BETA_WARNINGS = (
     r"Function `multi_observable_source_asset` is currently in beta",
+    r"Parameter `backfill_policy` of function `asset` is currently in beta",
     r"Parameter `owners` of initializer `SensorDefinition.__init__` is currently in beta",
 )
 

@@ -119,7 +119,7 @@ def loaded_world(world_files: Path, settings: Settings) -> Settings:
 
 def pytest_configure(config: pytest.Config) -> None:
     """pytest resets warning filters around each test: it gets the code location's accepted
-    beta warnings (`assets/__init__.py`) as its own filters."""
+    beta warnings (`hltm_dagster/__init__.py`) as its own filters."""
     for message in ACCEPTED_BETA_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:dagster.BetaWarning")
 
