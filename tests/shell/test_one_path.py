@@ -1,5 +1,6 @@
 """The UI's Materialize of one `project_memory` partition and the `source_changes` sensor's run
-build the same node: the same version, facets, QA pairs and summaries, stored the same way."""
+build the same node: the same version, facets, QA pairs and summaries, stored the same way; a
+backfill of a range of partitions is one run that builds them all."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hltm.sources.ingest import delete_project
 from hltm.warehouse import connect
 from hltm_dagster.defs.memory.assets import MEMORY_ASSETS
 from hltm_dagster.defs.sources.assets import source_tables
+from hltm_dagster.instance import partition_range_tags
 from hltm_dagster.resources import build_resources
 from hltm_devkit.scenarios import read_world
 from tests.support.memory import ingested_sources as ingested_sources  # noqa: F401 (fixture)
@@ -50,7 +52,7 @@ def test_materialize_of_one_project_partition_gives_the_sensors_node(
     ui.data_dir.mkdir(parents=True)
     shutil.copy(memory_world.sources_db, ui.sources_db)
     instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("projects", [pid])
+    instance.add_dynamic_partitions("projects", kept)
     result = dg.materialize(
         [*MEMORY_ASSETS, source_tables],
         selection="project_memory",
@@ -60,3 +62,19 @@ def test_materialize_of_one_project_partition_gives_the_sensors_node(
     )
     assert result.success
     assert _stored(ui, f"project:{pid}") == by_sensor
+
+    # A backfill of the range is one run (the assets' backfill policy is a single run).
+    ranged = dg.materialize(
+        [*MEMORY_ASSETS, source_tables],
+        selection="project_memory",
+        instance=instance,
+        resources=build_resources(ui),
+        tags=partition_range_tags(kept[0], kept[-1]),
+    )
+    assert ranged.success
+    (event,) = ranged.get_asset_materialization_events()[:1]
+    assert len(ranged.get_asset_materialization_events()) == len(kept)
+    assert {e.partition for e in ranged.get_asset_materialization_events()} == set(kept)
+    assert event.materialization.metadata["nodes"].value == len(kept)  # type: ignore[union-attr]
+    for project in kept:
+        assert _stored(ui, f"project:{project}") == _stored(memory_world, f"project:{project}")

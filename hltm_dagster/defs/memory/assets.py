@@ -2,7 +2,8 @@
 
 * `project_memory`, `seat_memory`, `contract_memory` — each on its own dynamic partition set
   (`projects`, `seats`, `contracts`; partition key = the source id), so every node has its own
-  status, metadata and "materialize" button. `seat_memory ← project_memory` and
+  status, metadata and "materialize" button; a backfill of many nodes of a level is one run
+  (single-run backfill policy) that builds them together. `seat_memory ← project_memory` and
   `contract_memory ← seat_memory` use `AllPartitionMapping` (serialisable; a backfill runs level
   by level); the precise tree lives in DuckDB and each materialisation records its exact lineage
   (child keys and versions) in metadata.
@@ -105,43 +106,84 @@ def _partition_key(node_id: str) -> str:
 # ---- the partitioned assets --------------------------------------------------------------------
 
 
-def _materialize_node(
+def _stale_children(builder: MemoryBuilder, node_ids: list[str]) -> list[str]:
+    """Children of these parents (outside the set) whose stored memory is not current."""
+    tree = builder.tree()
+    built = builder.store.built()
+    wanted = set(node_ids)
+    return sorted(
+        c
+        for n in node_ids
+        if n in tree.nodes
+        for c in tree.children[n]
+        if c not in wanted and (c not in built or built[c].version != tree.versions[c])
+    )
+
+
+def _materialize_nodes(
     context: AssetExecutionContext, builder: MemoryBuilder, level: str
 ) -> dg.MaterializeResult:
-    node_id = node_id_for(level, context.partition_key)
-    tree = builder.tree() if level != "project" else None
-    if tree is not None and node_id in tree.nodes:
-        built = builder.store.built()
-        stale = [
-            c
-            for c in tree.children[node_id]
-            if c not in built or built[c].version != tree.versions[c]
-        ]
-        if stale:
-            raise dg.Failure(
-                description=(
-                    f"{node_id} is built from its children's memories, and {len(stale)} of them"
-                    f" are not current ({', '.join(stale[:5])}{' …' if len(stale) > 5 else ''})."
-                    " Materialize them first, or run `refresh_memory_tree`."
-                )
+    """The run's partitions of one level: one node (the UI's Materialize of a partition) or a
+    range of them in one run (a backfill: the assets' backfill policy is a single run)."""
+    node_ids = [node_id_for(level, key) for key in context.partition_keys]
+    stale = _stale_children(builder, node_ids) if level != "project" else []
+    if stale:
+        raise dg.Failure(
+            description=(
+                f"{', '.join(node_ids[:3])}{' …' if len(node_ids) > 3 else ''} is built from its"
+                f" children's memories, and {len(stale)} of them are not current"
+                f" ({', '.join(stale[:5])}{' …' if len(stale) > 5 else ''})."
+                " Materialize them first, or run `refresh_memory_tree`."
             )
-    reports = builder.build([node_id])
-    report = next(r for r in reports if r.node_id == node_id)
-    if report.status == "failed":  # its cost stays in the failure's metadata
-        raise dg.Failure(description=report.error, metadata=node_metadata(report))
-    if report.status == "deleted":
-        context.log.warning(f"{node_id} is no longer in the sources: its memory was purged")
-    status = report.status
-    if status == "current":  # nothing rebuilt: record what the store holds, not zeros
-        stored = builder.store.nodes([node_id])[node_id]
-        report.facets, report.qa = len(stored.facets), len(stored.qa)
-        report.summaries = 1 if stored.summary_short else 0
-        status = "current, not rebuilt (item counts are the stored node's)"
-        context.log.info(f"{node_id} is current (version {report.version}): nothing rebuilt")
-    return dg.MaterializeResult(
-        metadata={**node_metadata(report), "status": status},
-        data_version=dg.DataVersion(report.version or "deleted"),
+        )
+    reports = [r for r in builder.build(node_ids) if r.node_id in set(node_ids)]
+    failed = [r for r in reports if r.status == "failed"]
+    for report in reports:
+        if report.status == "deleted":
+            context.log.warning(
+                f"{report.node_id} is no longer in the sources: its memory was purged"
+            )
+        elif report.status == "current":
+            context.log.info(
+                f"{report.node_id} is current (version {report.version}): nothing rebuilt"
+            )
+    if len(reports) == 1:
+        (report,) = reports
+        if failed:  # its cost stays in the failure's metadata
+            raise dg.Failure(description=report.error, metadata=node_metadata(report))
+        status = report.status
+        if status == "current":  # nothing rebuilt: record what the store holds, not zeros
+            stored = builder.store.nodes([report.node_id])[report.node_id]
+            report.facets, report.qa = len(stored.facets), len(stored.qa)
+            report.summaries = 1 if stored.summary_short else 0
+            status = "current, not rebuilt (item counts are the stored node's)"
+        return dg.MaterializeResult(
+            metadata={**node_metadata(report), "status": status},
+            data_version=dg.DataVersion(report.version or "deleted"),
+        )
+    if failed:
+        raise dg.Failure(
+            description=f"{len(failed)} of {len(reports)} {level} node(s) failed; every other"
+            " node was stored:\n" + "\n".join(r.error or r.node_id for r in failed),
+            metadata={"failed_nodes": dg.MetadataValue.json([r.node_id for r in failed])},
+        )
+    return dg.MaterializeResult(metadata=_range_metadata(reports))
+
+
+def _range_metadata(reports: list[NodeReport]) -> dict[str, Any]:
+    """What a run over many nodes records on each of them: the totals and every node's line."""
+    rows = "\n".join(
+        f"| {r.node_id} | {r.status} | {r.version or '-'} | {r.facets} | {r.qa} |" for r in reports
     )
+    table = "| node | status | version | facets | QA pairs |\n|---|---|---|---|---|\n" + rows
+    statuses = Counter(r.status for r in reports)
+    return {
+        "nodes": len(reports),
+        "status": ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())),
+        "llm_calls": sum(r.llm_calls for r in reports),
+        "embedding_calls": sum(r.embedding_calls for r in reports),
+        "nodes_table": dg.MetadataValue.md(table),
+    }
 
 
 _ASSET_KINDS = {"duckdb", "chroma"}
@@ -153,6 +195,8 @@ def _memory_asset(level: str, deps: list[dg.AssetDep | dg.AssetKey], description
     @dg.asset(
         key=ASSET_KEYS[level],
         partitions_def=PARTITIONS[level],
+        # A backfill of many nodes of a level is one run (one process, one build), not a run each.
+        backfill_policy=dg.BackfillPolicy.single_run(),
         group_name=MEMORY_GROUP,
         kinds=_ASSET_KINDS,
         deps=deps,
@@ -163,7 +207,7 @@ def _memory_asset(level: str, deps: list[dg.AssetDep | dg.AssetKey], description
         platform: PlatformResource,
     ) -> dg.MaterializeResult:
         with platform.exclusive(MEMORY_REFRESH, context):
-            return _materialize_node(context, make_builder(platform), level)
+            return _materialize_nodes(context, make_builder(platform), level)
 
     return _asset
 
