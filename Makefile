@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:  `make demo`  and  `make test`.
 VENV ?= .venv
 BIN := $(VENV)/bin
-export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+# One world per data dir; its Dagster instance is <data dir>.dagster beside it (or $DAGSTER_HOME).
 export HLTM_DATA_DIR ?= $(CURDIR)/data
 PORT ?= 3000
 
@@ -24,12 +24,14 @@ test: setup  ## lint, check the import contracts, build the docs, validate the c
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mkdocs build --strict --quiet
-	$(BIN)/dagster definitions validate -m definitions
+	$(BIN)/dagster definitions validate -m hltm_dagster.definitions
 	$(BIN)/python -m pytest
 
-ui: setup  ## the Dagster UI on http://127.0.0.1:$(PORT) (persistent instance in $(DAGSTER_HOME))
-	@$(BIN)/hltm dagster-home >/dev/null
-	$(BIN)/dagster dev -w workspace.yaml -p $(PORT)
+# `dg dev` runs the project of pyproject's [tool.dg] from .venv (VIRTUAL_ENV says it is the one
+# in use); --no-check-yaml: the project has no component YAML to check.
+ui: setup  ## the Dagster UI on http://127.0.0.1:$(PORT) for the data dir's instance
+	DAGSTER_HOME=$$($(BIN)/hltm dagster-home) VIRTUAL_ENV=$(abspath $(VENV)) \
+		$(BIN)/dg dev --no-check-yaml -p $(PORT)
 
 clean:
-	rm -rf data .dagster_home site
+	rm -rf data data.dagster site

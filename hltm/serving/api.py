@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.0.0"
+MAX_BODY_BYTES = 16 * 1024  # of a POST /v1/ask body: 413 past it, before it is parsed
 MAX_QUESTION_CHARS = 2000
 NodeIdText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 # Argument types shared by the HTTP bodies and the MCP tools' signatures (one schema for both).
@@ -280,6 +281,13 @@ _AUTH_ERRORS = {
     "401": "Missing, malformed, unknown or revoked token.",
     "403": "Outside the token's subtree (a token only narrows, never widens).",
 }
+# Every request with a token runs in a bounded worker pool and may read a store another process
+# holds or that cannot be used (`hltm.serving.http`): all of them can answer 503.
+_UNAVAILABLE = {
+    "503": "Busy (the server is at capacity, or a DuckDB file is held by another process: retry"
+    " after `Retry-After` seconds), or a store cannot be used (the message names it and what to"
+    " do).",
+}
 
 
 def _response(description: str, model: type[BaseModel] = ErrorResponse) -> dict[str, Any]:
@@ -309,7 +317,9 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
     "/healthz": {"get": _operation("Liveness.", Health, {}, secured=False)},
     "/openapi.json": {"get": _operation("This OpenAPI description.", None, {}, secured=False)},
     "/v1/whoami": {
-        "get": _operation("The token's identity and permitted scope.", WhoAmI, _AUTH_ERRORS)
+        "get": _operation(
+            "The token's identity and permitted scope.", WhoAmI, _AUTH_ERRORS | _UNAVAILABLE
+        )
     },
     "/v1/rankings/{vacancy_id}": {
         "get": _operation(
@@ -319,6 +329,7 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
                 "400": "A query parameter does not fit RankingQuery.",
                 **_AUTH_ERRORS,
                 "404": "The caller's own vacancy has no published ranking yet.",
+                **_UNAVAILABLE,
             },
             parameters=[
                 {
@@ -343,8 +354,11 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
             {
                 "400": "The body is not JSON or does not fit AskRequest.",
                 **_AUTH_ERRORS,
+                "413": f"The body is larger than {MAX_BODY_BYTES} bytes (refused before it is"
+                " parsed or any token is looked up).",
                 "500": "Refused: a store returned data outside the permitted scope.",
                 "502": "The language model failed.",
+                **_UNAVAILABLE,
             },
             requestBody={
                 "required": True,

@@ -51,14 +51,19 @@ from hltm.query.access import TokenCache
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.serving import api
-from hltm.serving.api import AskRequest, RankingQuery, invalid_body, openapi_spec
+from hltm.serving.api import (
+    MAX_BODY_BYTES,
+    AskRequest,
+    RankingQuery,
+    invalid_body,
+    openapi_spec,
+)
 from hltm.serving.balance import ConnectionShares, balanced
 from hltm.settings import Settings
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import DatabaseBusy
 
 log = logging.getLogger(__name__)
-MAX_BODY_BYTES = 16 * 1024
 RETRY_AFTER_S = 1
 T = TypeVar("T")
 

@@ -15,8 +15,6 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata, record_redactions
-from hltm.cli import main
 from hltm.judge.journal import (
     Publication,
     _derive_rankings,
@@ -33,7 +31,14 @@ from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
 from hltm.settings import Settings
 from hltm.warehouse import connect
-from resources.instance import ensure_dagster_home
+from hltm_cli import main
+from hltm_dagster.defs.judge.assets import (
+    RANKINGS_KEY,
+    chain_check,
+    ranking_metadata,
+    record_redactions,
+)
+from hltm_dagster.instance import ensure_dagster_home
 from tests.support.judge import POOL, VACANCY
 
 ROWS = 6

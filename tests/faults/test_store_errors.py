@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from hltm import warehouse
-from hltm.cli import main
 from hltm.errors import READ_ONLY, StoreError
 from hltm.settings import Settings
 from hltm.sources import ingest
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
+from hltm_cli import main
 
 
 def _one_line_error(args: list[str], *expected: str) -> str:

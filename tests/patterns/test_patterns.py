@@ -253,7 +253,7 @@ def test_auto_approval_setting(settings, monkeypatch) -> None:  # type: ignore[n
 
 
 def test_cli_approve_and_list(settings) -> None:  # type: ignore[no-untyped-def]
-    from hltm.cli import main
+    from hltm_cli import main
 
     records = _log(
         "What is the work arrangement for the {title} role?",
@@ -264,7 +264,7 @@ def test_cli_approve_and_list(settings) -> None:  # type: ignore[no-untyped-def]
     runner = CliRunner()
     listed = runner.invoke(main, ["patterns", "list", "--json"])
     assert listed.exit_code == 0, listed.output
-    rows = json.loads(listed.output)
+    rows = json.loads(listed.stdout)
     template = next(r for r in rows if r["kind"] == "template")
     assert template["status"] == PROPOSED
     approved = runner.invoke(
@@ -471,8 +471,13 @@ def _write_log(db, records: list[QueryRecord]) -> None:  # type: ignore[no-untyp
 def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dagster as dg
 
-    from assets.patterns import MEMORY_HINTS_KEY, QUERY_PATTERNS_KEY, mine_query_patterns, query_log
-    from resources import build_resources
+    from hltm_dagster.defs.patterns.assets import (
+        MEMORY_HINTS_KEY,
+        QUERY_PATTERNS_KEY,
+        mine_query_patterns,
+        query_log,
+    )
+    from hltm_dagster.resources import build_resources
 
     _write_log(
         log_path(settings.derived_db),
@@ -503,6 +508,6 @@ def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # ty
     assert hints["changed"].value is True
     assert [t["answer_field"] for t in hints["qa_templates"].value] == ["work_mode"]
 
-    from sensors.analysis_schedules import query_patterns_schedule
+    from hltm_dagster.defs.patterns.schedules import query_patterns_schedule
 
     assert query_patterns_schedule.cron_schedule == PatternSettings().cron

@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from hltm.cli import main
 from hltm.query.access import create_token
 from hltm.query.engine import QueryEngine
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
 from hltm.serving.http import create_app
 from hltm.settings import Settings
+from hltm_cli import main
 from tests.support.own_export import own_engine, own_export  # noqa: F401
 
 KITCHENS = Identity("seat", "northwind-kitchens")
