@@ -31,7 +31,9 @@ MEMORY = {
 
 def test_golden_precision_says_what_it_measures_and_against_what() -> None:
     text = "\n".join(golden_summary(GOLDEN, vacancies=8))
-    assert "precision@10" in text and "share of each top 10" in text and "8 frozen vacancies" in text
+    assert (
+        "precision@10" in text and "share of each top 10" in text and "8 frozen vacancies" in text
+    )
     assert "strict 46.2%" in text and "cosine 50.0%" in text and "BM25 42.0%" in text
     assert "3.8 points below cosine" in text  # the comparison is said, either way it goes
     better = "\n".join(golden_summary({**GOLDEN, "closed_union_judge_strict_p10": 0.583}, 8))
