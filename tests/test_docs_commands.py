@@ -53,7 +53,7 @@ def examples() -> list[Example]:
     found = []
     for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         text = page.read_text(encoding="utf-8")
-        for mark in re.finditer(re.escape(MARK), text):
+        for mark in re.finditer(f"^{re.escape(MARK)}$", text, re.MULTILINE):  # a line of its own
             blocks = FENCE.finditer(text, mark.end())
             commands, printed = next(blocks), next(blocks)
             assert (commands[1], printed[1]) == ("bash", "text"), f"{page.name}: {MARK}"
