@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HLTM_DATA_DIR ?= $(CURDIR)/data
 PORT ?= 3000
 
-.PHONY: setup demo test lint ui bench clean
+.PHONY: setup demo test lint ui ui-check bench clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,16 @@ test: setup  ## lint, check the import contracts, build the docs, validate the c
 ui: setup  ## the Dagster UI on http://127.0.0.1:$(PORT) for the data dir's instance
 	DAGSTER_HOME=$$($(BIN)/hltm dagster-home) VIRTUAL_ENV=$(abspath $(VENV)) \
 		$(BIN)/dg dev --no-check-yaml -p $(PORT)
+
+# The UI after `make demo`, in Debian's chromium (apt-get install -y chromium): the asset graph, a
+# memory partition, a run under its job, the checks; the screenshots go to docs/ui-*.png. It
+# starts its own UI on a free port, so `make ui` may run beside it.
+ui-check: $(VENV)/.ui-check
+	$(BIN)/python -m hltm_devkit.ui_check
+
+$(VENV)/.ui-check: $(VENV)/.installed
+	$(BIN)/pip install -q -e ".[dev,ui-check]"
+	@touch $@
 
 clean:
 	rm -rf data data.dagster site

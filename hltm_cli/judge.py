@@ -214,12 +214,14 @@ def calibration_line(vacancy_id: str) -> str:
 
 @judge.command(name="as-of")
 @click.argument("vacancy_id")
-@click.option("--at", "at", default=None, help="ISO moment (UTC); default: now.")
+@click.option(
+    "--at", "at", default=None, help="ISO moment (UTC), e.g. 2026-12-06T09:30; default: now."
+)
 @click.option("--top", default=10, show_default=True)
 @uses_data
 def as_of(vacancy_id: str, at: str | None, top: int) -> None:
     """Reconstruct the ranking of VACANCY_ID as it was published at a past moment."""
-    from hltm.judge.journal import ranking_as_of, verify_chain
+    from hltm.judge.journal import journal_entries, ranking_as_of, verify_chain
 
     cfg = settings()
     moment = _parse_moment(at)
@@ -228,7 +230,16 @@ def as_of(vacancy_id: str, at: str | None, top: int) -> None:
         click.secho(f"warning: {chain.summary()}", fg="yellow", err=True)
     entry = ranking_as_of(cfg.derived_db, vacancy_id, moment)
     if entry is None:
-        fail(f"no ranking of {vacancy_id} was published at or before {moment.isoformat()}")
+        published = journal_entries(cfg.derived_db, vacancy_id)
+        first = (
+            f"the first was published {published[0].computed_at.isoformat(timespec='seconds')}"
+            if published
+            else "none was published yet"
+        )
+        fail(
+            f"no ranking of {vacancy_id} was published at or before {moment.isoformat()}: {first}"
+            f" (`hltm judge journal {vacancy_id}` lists each publication)"
+        )
     click.echo(
         f"{vacancy_id} as of {moment.isoformat()} — journal #{entry.seq}, computed"
         f" {entry.computed_at.isoformat(timespec='seconds')} (run {entry.run_id or '-'},"

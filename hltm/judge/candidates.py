@@ -149,7 +149,8 @@ def layer_vectors(store: VectorStore, layer: str = "active") -> LayerVectors:
         ids = [rid for rid, _ in pairs]
         got = coll.get(ids=ids, include=["embeddings"]) if ids else {"ids": [], "embeddings": []}
     by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
-    matrix = np.asarray([by_id[rid] for rid in ids], dtype=np.float64).reshape(len(ids), -1)
+    rows = [by_id[rid] for rid in ids]  # none: a layer without resumes
+    matrix = np.asarray(rows, dtype=np.float64).reshape(len(ids), -1) if rows else np.zeros((0, 0))
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     found = LayerVectors(ids, matrix / np.where(norms > 0, norms, 1.0))
     with _VECTORS_LOCK:

@@ -261,6 +261,19 @@ def start_engine(settings: Settings, limits: ServeLimits) -> QueryEngine:
     return engine
 
 
+def stop_cleanly_on_sigterm() -> None:
+    """SIGTERM (serve's stop of its workers, `kill`) ends this process as a normal exit.
+
+    uvicorn shuts down gracefully on SIGTERM, then raises it again under the handler it found;
+    under Python's default one the process died there, before multiprocessing's finalizers ran,
+    and the resource tracker reported the semaphores they release as leaked."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _worker(
     settings: Settings,
     limits: ServeLimits,
@@ -274,6 +287,7 @@ def _worker(
     only one. `counts` (one slot per worker, `index` this one's) balances the connections."""
     import uvicorn
 
+    stop_cleanly_on_sigterm()
     engine = start_engine(settings, limits)
     # The warm caches (tree, node contents, vectors) live as long as the process: moved out of
     # the collector's reach, they are no longer traversed by every full collection, which

@@ -329,6 +329,10 @@ def test_cli_reconstructs_as_of_and_verifies_the_journal(settings) -> None:  # t
     assert broken.exit_code == 1 and "seq 2" in broken.output
     early = runner.invoke(main, ["judge", "as-of", "vac-1", "--at", "2026-01-01"])
     assert early.exit_code == 1
+    assert (
+        "error: no ranking of vac-1 was published at or before 2026-01-01T00:00:00: the first was"
+        " published 2026-01-05T09:00:00 (`hltm judge journal vac-1` lists each publication)"
+    ) in early.output
 
 
 def test_formal_item_list_is_configurable(db: Path) -> None:

@@ -245,7 +245,7 @@ def test_cli_ask_json_and_token_management(
 
     created = runner.invoke(main, ["token", "create", "--seat", seat, "--label", "cli"])
     assert created.exit_code == 0, created.output
-    token_id = created.output.split()[1]
+    token_id = created.stdout.split()[1]
     listed = runner.invoke(main, ["token", "list"])
     assert token_id in listed.output and "active" in listed.output
     assert "hltm_" not in listed.output  # tokens are never shown again
