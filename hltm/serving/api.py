@@ -18,7 +18,7 @@ from hltm.judge.journal import Ranked
 from hltm.llm import LLMError
 from hltm.query.boundary import IsolationError
 from hltm.query.scope import Identity, ScopeError
-from hltm.serving.rankings import ScopedRanking, scoped_ranking
+from hltm.serving.rankings import RankingNotServed, ScopedRanking, scoped_ranking
 
 if TYPE_CHECKING:
     from hltm.query.engine import QueryEngine, QueryResult
@@ -263,6 +263,8 @@ def ranking(engine: QueryEngine, identity: Identity, vacancy_id: str, top: int) 
         raise ApiError(403, OUTSIDE) from None
     except LookupError as err:
         raise ApiError(404, str(err)) from None
+    except RankingNotServed as err:
+        raise ApiError(409, str(err)) from None
     return RankingResponse.of(found, top)
 
 
@@ -329,6 +331,7 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
                 "400": "A query parameter does not fit RankingQuery.",
                 **_AUTH_ERRORS,
                 "404": "The caller's own vacancy has no published ranking yet.",
+                "409": "The vacancy's ranking fails verification against its journal: not served.",
                 **_UNAVAILABLE,
             },
             parameters=[
