@@ -28,8 +28,9 @@ on for it.
 Concurrency: queries run in parallel (no engine-wide lock; each has its own LLM usage counters).
 The derived DuckDB file has one writer process at a time, so a query never holds a connection
 while it waits on the LLM or on Chroma: it reads the tree through `TreeIndex` (re-read, for
-milliseconds, only when the file changed) and opens one short connection to the query log's own
-file for its insert; a file another process keeps locked longer than `db_wait_s` is `DatabaseBusy`.
+milliseconds, only when the file changed) and hands its log row to `QueryLogWriter`, which
+inserts it off the answer's path; a file another process keeps locked longer than `db_wait_s` is
+`DatabaseBusy`.
 """
 
 from __future__ import annotations
