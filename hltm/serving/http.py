@@ -33,6 +33,8 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
+import time
 from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,6 +276,20 @@ def stop_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def stop_with_parent(poll_s: float = 1.0) -> None:
+    """A pool worker stops (gracefully, as on SIGTERM) once the `hltm serve` that started it is
+    gone: killed with SIGKILL, that process cannot stop its workers, which kept serving the port
+    as orphans and made the next `hltm serve` on it fail."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
+
+
 def _worker(
     settings: Settings,
     limits: ServeLimits,
@@ -288,6 +304,8 @@ def _worker(
     import uvicorn
 
     stop_cleanly_on_sigterm()
+    if counts is not None:  # one of a pool: it lives no longer than the serve that started it
+        stop_with_parent()
     engine = start_engine(settings, limits)
     # The warm caches (tree, node contents, vectors) live as long as the process: moved out of
     # the collector's reach, they are no longer traversed by every full collection, which
