@@ -79,6 +79,14 @@ def _states(answer: str, value: str) -> bool:
     return bool(wanted) and wanted <= _numbers(answer)
 
 
+def _has_word(text: str, folded: str, word: str) -> bool:
+    """`word` as a whole word of `text`, in any case (`folded`: `text` case-folded, so a word
+    the text lacks, the usual case, costs no regex)."""
+    if word.casefold() not in folded:
+        return False
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE) is not None
+
+
 def ungrounded(
     answer: str,
     question: str,
@@ -88,19 +96,26 @@ def ungrounded(
     """The values `answer` states that its cited items do not (empty: grounded)."""
     cited = "\n".join(item_text(item) for item in cited_items)
     out: list[str] = []
-    held = _numbers(cited)
-    years = {int(n) for n in held if len(n) == 4}
-    for number in sorted(_numbers(answer) - held):
-        year = int(number) if len(number) == 4 else None
-        if year is None or not years & {year - 1, year + 1}:
-            out.append(number)
-    out += sorted(_places(answer) - _places(cited) - _places(question))
+    # The cited text is long and the answer short: it is searched only for what the answer states.
+    stated = _numbers(answer)
+    if stated:
+        held = _numbers(cited)
+        years = {int(n) for n in held if len(n) == 4}
+        for number in sorted(stated - held):
+            year = int(number) if len(number) == 4 else None
+            if year is None or not years & {year - 1, year + 1}:
+                out.append(number)
+    places = _places(answer)
+    if places:
+        out += sorted(places - _places(cited) - _places(question))
+    cited_folded, question_folded = cited.casefold(), question.casefold()
     for match in _NAME.finditer(answer):
         name = match.group(0)
-        word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
         if not terms(name) or name.casefold() in _CALENDAR or name in out:
             continue
-        if not word.search(cited) and not word.search(question):
+        if not _has_word(cited, cited_folded, name) and not _has_word(
+            question, question_folded, name
+        ):
             out.append(name)
     values = _field_values(cited_items)
     for field in asked_fields:
