@@ -43,7 +43,8 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
-def _places(text: str) -> set[str]:
+def place_names(text: str) -> set[str]:
+    """The places of the shared gazetteer `text` names, by their canonical name."""
     return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
 
 
@@ -105,9 +106,9 @@ def ungrounded(
             year = int(number) if len(number) == 4 else None
             if year is None or not years & {year - 1, year + 1}:
                 out.append(number)
-    places = _places(answer)
+    places = place_names(answer)
     if places:
-        out += sorted(places - _places(cited) - _places(question))
+        out += sorted(places - place_names(cited) - place_names(question))
     cited_folded, question_folded = cited.casefold(), question.casefold()
     for match in _NAME.finditer(answer):
         name = match.group(0)
