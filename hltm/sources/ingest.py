@@ -207,7 +207,7 @@ def _load_table(
 ) -> None:
     unreadable = [u for r in reads for u in r.unreadable]
     report.read = sum(r.frame.height for r in reads) + sum(1 for u in unreadable if u.line)
-    digests = {r.name: r.digest for r in reads}
+    file_digests = {r.name: r.digest for r in reads}
     _resolve_unnamed(con, table, [r.digest for r in reads])
     report.notes += [f"{u.file}: {u.reason}" for u in unreadable if u.line is None]
     _quarantine(
@@ -224,7 +224,7 @@ def _load_table(
             for u in unreadable
         ],
         report,
-        digests,
+        file_digests,
     )
     frames = [
         on_schema(table, r, r.frame[FILE][0], report, defaults) for r in reads if r.frame.height
@@ -264,7 +264,7 @@ def _load_table(
             for row in bad.iter_rows(named=True)
         ],
         report,
-        digests,
+        file_digests,
     )
     good = checked.filter(pl.col("__reason").is_null()).select(*(typed[n].alias(n) for n in names))
     _resolve_loaded(con, table, good[table.key].cast(pl.Utf8).to_list())
