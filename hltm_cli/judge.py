@@ -46,11 +46,20 @@ def _require_vacancies(vacancy_ids: list[str]) -> None:
     from hltm.judge.journal import journal_entries
 
     cfg = settings()
-    known = (
-        {v.vacancy_id for v in load_vacancies(cfg.sources_db)} if cfg.sources_db.exists() else set()
-    )
-    known |= {e.vacancy_id for e in journal_entries(cfg.derived_db)}
-    for vacancy_id in vacancy_ids:
+
+    def in_sources(ids: list[str] | None) -> set[str]:
+        if not cfg.sources_db.exists():
+            return set()
+        return {v.vacancy_id for v in load_vacancies(cfg.sources_db, ids)}
+
+    # The given ids alone first: the whole sources and journal are read only to name the
+    # nearest ids of one that neither knows.
+    found = in_sources(vacancy_ids)
+    missing = [v for v in vacancy_ids if v not in found and not journal_entries(cfg.derived_db, v)]
+    if not missing:
+        return
+    known = in_sources(None) | {e.vacancy_id for e in journal_entries(cfg.derived_db)}
+    for vacancy_id in missing:
         require_known("vacancy", vacancy_id, known)
 
 
