@@ -66,13 +66,22 @@ def run_job(  # type: ignore[no-untyped-def]
         result = execute_located(instance, job, origin, config, run_tags, selection)
     for line in failed_checks(result):
         click.secho(f"warning: {line}", fg="yellow", err=True)
-    if fail_on_error and not result.success:
-        reasons = (
-            step_failures(result)
-            or [e.message or "" for e in result.all_events if e.is_failure][-1:]
-        )
-        fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev"))
+    if fail_on_error:
+        raise_failed(name, result)
     return result
+
+
+def raise_failed(name: str, result: Any, totals: dict[str, Any] | None = None) -> None:
+    """Exit with the failed run's steps' reasons, and the numbers of `totals` (what the run did
+    before it failed); nothing, when it succeeded."""
+    if result.success:
+        return
+    reasons = (
+        step_failures(result) or [e.message or "" for e in result.all_events if e.is_failure][-1:]
+    )
+    numbers = [f"{k} {v}" for k, v in (totals or {}).items() if isinstance(v, int | float)]
+    done = f" ({', '.join(numbers)})" if numbers else ""
+    fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev") + done)
 
 
 def op_output(result: Any, op: str) -> Any:
@@ -91,24 +100,39 @@ def refresh_memory(plan: Any) -> Any:
     return run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
 
 
-def calibrate_vacancies() -> None:
-    """Runs of the calibration asset over every vacancy of the sources: their partitions added
-    first, then one run per contiguous range of them (one run, unless vacancies were deleted)."""
+def vacancy_runs(job: str, wanted: set[str], run_config: dict | None = None) -> list[Any]:
+    """Runs of a per-vacancy asset job over these vacancies: their partitions added first, then
+    one run per contiguous range of them (one run, unless vacancies were deleted in between).
+    Each run is returned whether it failed or not."""
     import dagster as dg
 
-    from hltm.judge.data import vacancy_ids
-    from hltm_dagster.defs.sources.assets import VACANCIES
-    from hltm_dagster.instance import partition_range_tags, partition_ranges
+    from hltm_dagster.defs.sources.assets import vacancy_ranges
+    from hltm_dagster.instance import partition_range_tags
 
-    wanted = set(vacancy_ids(settings().sources_db))
     dagster_home()
     with dg.DagsterInstance.get() as instance:
-        known = set(instance.get_dynamic_partitions(str(VACANCIES.name)))
-        if missing := sorted(wanted - known):
-            instance.add_dynamic_partitions(str(VACANCIES.name), missing)
-        order = list(instance.get_dynamic_partitions(str(VACANCIES.name)))
-    for start, end in partition_ranges(order, wanted):
-        run_job("calibrate_vacancies", tags=partition_range_tags(start, end))
+        ranges = vacancy_ranges(instance, wanted)
+    return [
+        run_job(job, run_config, tags=partition_range_tags(start, end), fail_on_error=False)
+        for start, end in ranges
+    ]
+
+
+def calibrate_vacancies() -> None:
+    """Runs of the calibration asset over every vacancy of the sources."""
+    from hltm.judge.data import vacancy_ids
+
+    for result in vacancy_runs("calibrate_vacancies", set(vacancy_ids(settings().sources_db))):
+        raise_failed("calibrate_vacancies", result)
+
+
+def partition_metadata(result: Any, asset: str) -> dict[str, dict[str, Any]]:
+    """partition → the metadata values of the run's materialization of `asset`."""
+    return {
+        str(m.partition): {k: v.value for k, v in m.metadata.items()}
+        for m in (e.materialization for e in result.get_asset_materialization_events())
+        if m.asset_key.to_user_string() == asset
+    }
 
 
 def failed_checks(result: Any) -> list[str]:
@@ -119,10 +143,15 @@ def failed_checks(result: Any) -> list[str]:
     for evaluation in result.get_asset_check_evaluations():
         key = (evaluation.check_name, evaluation.asset_key.to_user_string())
         evaluations.setdefault(key, []).append(evaluation)
+    stopped = [  # the steps of blocking checks that stopped the run: its error line says them
+        e.step_key
+        for e in result.get_step_failure_events()
+        if e.step_failure_data.error and e.step_failure_data.error.cls_name == _CHECK_FAILED
+    ]
     lines = []
     for (check, asset), found in evaluations.items():
         failed = [e for e in found if not e.passed]
-        if not failed:
+        if not failed or any(step.endswith(f"_{check}") for step in stopped):
             continue
         partitions = [e.partition for e in failed if getattr(e, "partition", None)]
         where = f", partitions {', '.join(partitions[:3])}{' …' * (len(partitions) > 3)}"
@@ -147,10 +176,26 @@ def step_failures(result: Any) -> list[str]:
         numbers = [f"{k} {v}" for k, v in totals.items() if isinstance(v, int | float)]
         if reason and numbers:
             reason = f"{reason} ({', '.join(numbers)})"
+        if not reason and data.error is not None and data.error.cls_name == _CHECK_FAILED:
+            reason = "; ".join(_blocking_failures(result))
         if not reason:
             reason = _root_cause(data.error)
         lines.append(f"{event.step_key}: {reason}")
     return lines
+
+
+_CHECK_FAILED = "DagsterAssetCheckFailedError"
+
+
+def _blocking_failures(result: Any) -> list[str]:
+    """What each failed ERROR check of the run says (a blocking one stopped the run)."""
+    import dagster as dg
+
+    return [
+        e.description or e.check_name
+        for e in result.get_asset_check_evaluations()
+        if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
+    ]
 
 
 def _root_cause(error: Any) -> str:

@@ -1,9 +1,9 @@
 """`hltm judge …`: run the judge, read rankings and their evidence, reconstruct the past, and
 evaluate / re-freeze the golden set.
 
-`hltm judge run` executes the same `judge_refresh` Dagster job the nightly schedule runs, in
-process on the persistent instance ($DAGSTER_HOME), so the run and its per-vacancy
-materialisations show in the UI afterwards.
+`hltm judge run` executes the same `judge_refresh` asset job the nightly schedule, the sensor
+and the UI's Materialize run, in process on the persistent instance ($DAGSTER_HOME), so the run
+and its per-vacancy materialisations show in the UI afterwards.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 import click
 
 from hltm_cli.common import fail, realdata_option, require_known, settings, uses_data
-from hltm_cli.dagster_runs import dagster_home
 from hltm_cli.query import eval_group
 
 
@@ -69,18 +68,59 @@ def run_judge(
     workers: int = 0,
     rejudge_failed: bool = False,
 ) -> dict[str, Any]:
-    """Run the `judge_refresh` job in process on the persistent instance; its totals."""
-    from hltm_cli.dagster_runs import op_output, run_job
+    """Run the `judge_refresh` asset job over the vacancies' partitions (all by default) in
+    process on the persistent instance; its totals."""
+    from hltm.judge.data import vacancy_ids
+    from hltm_cli.dagster_runs import partition_metadata, raise_failed, vacancy_runs
 
-    dagster_home()
-    config = {
-        "vacancies": list(vacancies or []),
-        "budget": budget,
-        "workers": workers,
-        "rejudge_failed": rejudge_failed,
+    wanted = set(vacancies or vacancy_ids(settings().sources_db))
+    config = {"budget": budget, "workers": workers, "rejudge_failed": rejudge_failed}
+    runs = vacancy_runs("judge_refresh", wanted, {"ops": {"judge_scores": {"config": config}}})
+    scores: dict[str, dict[str, Any]] = {}
+    published: dict[str, dict[str, Any]] = {}
+    for result in runs:
+        scores.update(partition_metadata(result, "judge_scores"))
+        published.update(partition_metadata(result, "rankings"))
+    totals = judge_run_totals(scores, published)
+    for result in runs:
+        raise_failed("judge_refresh", result, totals)
+    return totals
+
+
+def judge_run_totals(
+    scores: dict[str, dict[str, Any]], rankings: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """A judge run's totals from its partitions' metadata (`judge_scores`, `rankings`)."""
+
+    def total(key: str) -> int:
+        return sum(int(m.get(key, 0)) for m in scores.values())
+
+    outcomes = {vid: m.get("outcome", "") for vid, m in rankings.items()}
+
+    def reasons(outcome: str) -> dict[str, str]:
+        return {
+            v: str(rankings[v]["decision"]) for v, o in sorted(outcomes.items()) if o == outcome
+        }
+
+    budgets = [m["run_budget"] for m in scores.values() if "run_budget" in m]
+    return {
+        "vacancies": len(scores),
+        "pool_pairs": total("pool"),
+        "cached": total("cached_pairs"),
+        "judged": total("judged_now"),
+        "failed": total("failed_now"),
+        "deferred": total("deferred_by_budget"),
+        "rejudged": total("rejudged"),
+        "llm_calls": total("llm_calls"),
+        "tokens": total("prompt_tokens") + total("completion_tokens"),
+        **{
+            o: list(outcomes.values()).count(o)
+            for o in ("published", "unchanged", "held", "blocked")
+        },
+        "budget": budgets[0] if budgets else 0,
+        "held_reasons": reasons("held"),
+        "blocked_reasons": reasons("blocked"),
     }
-    result = run_job("judge_refresh", {"ops": {"judge_all_vacancies": {"config": config}}})
-    return dict(op_output(result, "judge_all_vacancies"))
 
 
 def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:

@@ -1,13 +1,13 @@
 """The judge's steps wired to storage: index, pools, judging, rankings — one vacancy or all.
 
-Dagster assets, the nightly op job, the CLI and the demo all call these functions, so every
+The Dagster assets (which the UI, the sensors, the schedule and the CLI all run) call these functions, so every
 path computes the same thing. Nothing here imports Dagster.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,10 +51,14 @@ __all__ = [
     "JudgeEnv",
     "PoolResult",
     "RunSummary",
+    "build_pools",
     "build_vacancy_pool",
+    "failed_in_run",
     "judge_all",
+    "judge_pools",
     "judge_vacancy",
     "load_pool",
+    "publish_vacancies",
     "publish_vacancy",
     "refresh_index",
 ]
@@ -323,6 +327,101 @@ class RunSummary:
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
+    def record(self, vacancy_id: str, outcome: Publication | GateDecision) -> None:
+        """One vacancy's publication, or the gate that blocked it (its pool's own gate: a
+        blocked configuration is the run's `gate`)."""
+        if isinstance(outcome, GateDecision):
+            if self.gate is None or self.gate.passed:
+                self.blocked[vacancy_id] = outcome.reason
+        elif outcome.published and outcome.live is not None:
+            self.published[vacancy_id] = outcome.live
+        elif outcome.unchanged and outcome.live is not None:
+            self.unchanged[vacancy_id] = outcome.live
+        else:
+            self.held[vacancy_id] = outcome.reason
+
+
+def build_pools(
+    env: JudgeEnv, vacancies: Sequence[Vacancy], run_id: str = ""
+) -> dict[str, PoolResult]:
+    """The pools of these vacancies, each stored in ``judge_pools``."""
+    return {v.vacancy_id: build_vacancy_pool(env, v, run_id) for v in vacancies}
+
+
+def judge_pools(
+    env: JudgeEnv,
+    vacancies: Sequence[Vacancy],
+    pools: Mapping[str, Sequence[Resume]],
+    budget: int | None = DEFAULT_BUDGET,
+    workers: int = DEFAULT_WORKERS,
+    run_id: str = "",
+    rejudge_failed: bool = False,
+) -> dict[str, JudgeReport]:
+    """Judge every pool with one budget of cold evaluations, shared fairly: the cold pairs are
+    counted first, then each vacancy gets its share (`fair_shares`). ``rejudge_failed``: cached
+    evaluations that failed the evidence check are judged again, within the budget, and when the
+    configuration's gate has no mandatory quote to measure, those that quoted none."""
+    rejudge_unquoted = rejudge_failed and not gate(env).measured
+    wanted = {
+        v.vacancy_id: cold_count(
+            env.derived_db, v, pools[v.vacancy_id], env.config, rejudge_failed, rejudge_unquoted
+        )
+        for v in vacancies
+    }
+    shares = fair_shares(wanted, budget)
+    return {
+        v.vacancy_id: judge_vacancy(
+            env,
+            v,
+            pools[v.vacancy_id],
+            Budget(shares[v.vacancy_id]),
+            workers,
+            run_id,
+            rejudge_failed=rejudge_failed,
+            rejudge_unquoted=rejudge_unquoted,
+        )  # fmt: skip
+        for v in vacancies
+    }
+
+
+def publish_vacancies(
+    env: JudgeEnv,
+    vacancies: Sequence[Vacancy],
+    pools: Mapping[str, Sequence[Resume]],
+    failed: Mapping[str, int],
+    run_id: str = "",
+) -> dict[str, Publication | GateDecision]:
+    """Publish each vacancy whose evaluations pass the quote gate (`vacancy_gate`): its
+    `Publication`, or the `GateDecision` that blocked it (the configuration's, or its pool's
+    own). ``failed``: the cold evaluations of each vacancy that failed in this run."""
+    overall = gate(env)
+    outcomes: dict[str, Publication | GateDecision] = {}
+    for vacancy in vacancies:
+        pool = pools[vacancy.vacancy_id]
+        decision = overall
+        if decision.passed:
+            decision = vacancy_gate(env.derived_db, vacancy, pool, env.config)
+        if not decision.passed:
+            outcomes[vacancy.vacancy_id] = decision
+            continue
+        outcomes[vacancy.vacancy_id] = publish_vacancy(
+            env, vacancy, pool, failed=failed.get(vacancy.vacancy_id, 0), run_id=run_id
+        )
+    return outcomes
+
+
+def failed_in_run(env: JudgeEnv, run_id: str) -> dict[str, int]:
+    """Per vacancy, the cold evaluations that failed in run ``run_id`` (what its publication
+    records), read back from ``judge_failures``."""
+    with connect(env.derived_db) as con:
+        ensure_judge_schema(con)
+        rows = con.execute(
+            "SELECT vacancy_id, count(DISTINCT resume_id) FROM judge_failures WHERE run_id = ?"
+            " GROUP BY vacancy_id",
+            [run_id],
+        ).fetchall()
+    return {str(vid): int(n) for vid, n in rows}
+
 
 def judge_all(
     env: JudgeEnv,
@@ -332,77 +431,25 @@ def judge_all(
     run_id: str = "",
     refresh: bool = True,
     publish: bool = True,
-    on_vacancy: Callable[[str, str, Any], None] | None = None,
     rejudge_failed: bool = False,
 ) -> RunSummary:
-    """The nightly run: refresh the index, rebuild pools, judge with one budget, publish.
-
-    ``on_vacancy(vacancy_id, step, result)`` is called after each step of each vacancy
-    (``"pool"``, ``"judge"``, ``"publish"`` or ``"blocked"``), so a caller (the Dagster op job)
-    can record materialisations as they happen. ``rejudge_failed``: cached evaluations that
-    failed the evidence check are judged again, within the budget (see `judge_pool`), and when
-    the configuration's gate has no mandatory quote to measure, those that quoted none.
-    A vacancy whose own evaluations fail the quote gate is not published (`vacancy_gate`);
-    its failed evaluations are judged again on the next run.
-    """
+    """The whole judge run in one call, phase by phase as the Dagster assets run it: refresh the
+    index, rebuild pools, judge with one budget (`judge_pools`), publish (`publish_vacancies`).
+    A vacancy whose own evaluations fail the quote gate is not published; its failed
+    evaluations are judged again on the next run."""
     started = time.perf_counter()
     summary = RunSummary(index=refresh_index(env) if refresh else None, budget=budget)
-    rejudge_unquoted = rejudge_failed and not gate(env).measured
     vacancies = calibrated_vacancies(env.sources_db, env.derived_db, vacancy_ids)
-    for vacancy in vacancies:
-        result = build_vacancy_pool(env, vacancy, run_id)
-        summary.pools[vacancy.vacancy_id] = result
-        if on_vacancy:
-            on_vacancy(vacancy.vacancy_id, "pool", result)
-    # One budget for the run, shared fairly: count cold pairs first, then give each its share.
-    wanted = {
-        v.vacancy_id: cold_count(
-            env.derived_db,
-            v,
-            summary.pools[v.vacancy_id].resumes,
-            env.config,
-            rejudge_failed,
-            rejudge_unquoted,
-        )  # fmt: skip
-        for v in vacancies
-    }
-    shares = fair_shares(wanted, budget)
-    for vacancy in vacancies:
-        report = judge_vacancy(
-            env, vacancy, summary.pools[vacancy.vacancy_id].resumes,
-            Budget(shares[vacancy.vacancy_id]), workers, run_id, rejudge_failed=rejudge_failed,
-            rejudge_unquoted=rejudge_unquoted,
-        )  # fmt: skip
-        summary.reports[vacancy.vacancy_id] = report
-        if on_vacancy:
-            on_vacancy(vacancy.vacancy_id, "judge", report)
-    if not summary.totals()["pool_pairs"]:  # no resume in any pool: nothing to gate or publish
-        summary.seconds = time.perf_counter() - started
-        return summary
-    summary.gate = gate(env)
-    if publish:
-        for vacancy in vacancies:
-            pool = summary.pools[vacancy.vacancy_id].resumes
-            decision = summary.gate
-            if decision.passed:
-                decision = vacancy_gate(env.derived_db, vacancy, pool, env.config)
-            if not decision.passed:
-                if summary.gate.passed:
-                    summary.blocked[vacancy.vacancy_id] = decision.reason
-                if on_vacancy:
-                    on_vacancy(vacancy.vacancy_id, "blocked", decision)
-                continue
-            publication = publish_vacancy(
-                env, vacancy, pool, failed=summary.reports[vacancy.vacancy_id].failed,
-                run_id=run_id,
-            )  # fmt: skip
-            if publication.published and publication.live is not None:
-                summary.published[vacancy.vacancy_id] = publication.live
-            elif publication.unchanged and publication.live is not None:
-                summary.unchanged[vacancy.vacancy_id] = publication.live
-            else:
-                summary.held[vacancy.vacancy_id] = publication.reason
-            if on_vacancy:
-                on_vacancy(vacancy.vacancy_id, "publish", publication)
+    summary.pools = build_pools(env, vacancies, run_id)
+    resumes = {vid: p.resumes for vid, p in summary.pools.items()}
+    summary.reports = judge_pools(
+        env, vacancies, resumes, budget, workers, run_id, rejudge_failed=rejudge_failed
+    )
+    if summary.totals()["pool_pairs"]:  # no resume in any pool: nothing to gate or publish
+        summary.gate = gate(env)
+        if publish:
+            failed = {vid: r.failed for vid, r in summary.reports.items()}
+            for vid, outcome in publish_vacancies(env, vacancies, resumes, failed, run_id).items():
+                summary.record(vid, outcome)
     summary.seconds = time.perf_counter() - started
     return summary

@@ -34,8 +34,11 @@ RUN_JOB = """
 import sys
 import dagster as dg
 from hltm_dagster.definitions import defs
+job, partition = sys.argv[1], (sys.argv[2:] or [None])[0]
 with dg.DagsterInstance.get() as instance:
-    defs.resolve_job_def(sys.argv[1]).execute_in_process(instance=instance)
+    if partition:
+        instance.add_dynamic_partitions("vacancies", [partition])
+    defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=partition)
 """
 
 
@@ -56,10 +59,12 @@ def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
 
 
 def _start_and_kill(
-    instance: dg.DagsterInstance, job: str = "rebuild_memory_tree"
+    instance: dg.DagsterInstance, job: str = "rebuild_memory_tree", *partition: str
 ) -> dg.DagsterRun:
-    """Start `job` in its own process and SIGKILL it once it is executing."""
-    worker = subprocess.Popen([sys.executable, "-c", RUN_JOB, job], cwd=ROOT, env=dict(os.environ))
+    """Start `job` (on a vacancy's `partition`) in its own process and SIGKILL it once it is
+    executing."""
+    command = [sys.executable, "-c", RUN_JOB, job, *partition]
+    worker = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
@@ -113,7 +118,7 @@ def test_killed_judge_run_is_failed_before_the_next_command_starts(
 ) -> None:
     """The same liveness check covers every job: a judge run killed mid-way is failed by what
     each `hltm` command (and the sensors) call before they start a run."""
-    killed = _start_and_kill(instance, "judge_refresh")
+    killed = _start_and_kill(instance, "judge_refresh", "v001")
     assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
     assert fail_dead_runs(instance) == [killed.run_id]
     assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]

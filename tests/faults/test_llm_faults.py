@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -624,44 +623,3 @@ def test_a_node_whose_facets_all_cite_every_allowed_source_is_flagged(
     assert flagged.node_id == nid and flagged.why.startswith("no evidence of provenance")
     result = _degraded(settings)
     assert not result.passed and "no evidence of provenance" in (result.description or "")
-
-
-# --------------------------------------------------------------------------- the judge's CLI
-
-
-def test_a_judge_gate_failure_is_one_line_with_the_totals(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    cli_jobs_from: Callable[[dg.Definitions], None],
-) -> None:
-    from hltm.judge.gate import gate_decision
-    from hltm.judge.pipeline import JudgeConfig
-    from hltm_cli import judge as judge_cli
-    from hltm_dagster.defs.judge.assets import gate_metadata
-
-    unmeasured = gate_decision(0, 0)
-    assert gate_metadata(unmeasured, JudgeConfig("m", "p"))["survival_rate"] == "not measured"
-    assert gate_metadata(gate_decision(10, 9), JudgeConfig("m", "p"))["survival_rate"] == 0.9
-
-    @dg.op(name="judge_all_vacancies", config_schema=dict)
-    def judge_all_vacancies() -> None:
-        raise dg.Failure(
-            f"rankings not published: quote gate {unmeasured.reason}",
-            metadata={"vacancies": 3, "judged": 0, "llm_calls": 6, "tokens": 5120},
-        )
-
-    @dg.job(name="judge_refresh")
-    def judge_refresh() -> None:
-        judge_all_vacancies()
-
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    cli_jobs_from(dg.Definitions(jobs=[judge_refresh]))
-    with pytest.raises(SystemExit):
-        judge_cli.run_judge()
-    printed = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert printed == [
-        "error: Dagster job 'judge_refresh' failed: judge_all_vacancies: rankings not published:"
-        " quote gate no quotes on mandatory requirements to measure"
-        " (vacancies 3, judged 0, llm_calls 6, tokens 5120)"
-    ]

@@ -26,7 +26,7 @@ from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
 from hltm_cli import main
-from hltm_dagster.defs.judge.assets import judge_refresh_job
+from hltm_dagster.defs import judge
 from hltm_dagster.resources import build_resources
 from hltm_devkit.openai_server import LocalOpenAIServer
 from tests.support.judge import POOL, VACANCY, make_resume
@@ -211,9 +211,8 @@ def test_a_gate_with_no_quote_to_measure_is_cleared_by_the_command_it_advises(
               "OPENAI_API_KEY": "test", "HLTM_LLM_MAX_RETRIES": "1"}  # fmt: skip
     for name, value in remote.items():
         monkeypatch.setenv(name, value)
-    cli_jobs_from(
-        dg.Definitions(jobs=[judge_refresh_job], resources=build_resources(Settings.from_env()))
-    )
+    resources = dg.Definitions(resources=build_resources(Settings.from_env()))
+    cli_jobs_from(dg.Definitions.merge(judge.defs, resources))
     server.inject("unquoted", times="always")
     blocked = CliRunner().invoke(main, ["judge", "run"])
     assert blocked.exit_code == 1

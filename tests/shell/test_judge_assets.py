@@ -22,14 +22,17 @@ from hltm_dagster.defs.judge.assets import (
     VACANCIES,
     candidate_pools,
     judge_quote_gate,
-    judge_refresh_job,
     judge_scores,
     ranking_journal_chain,
     rankings,
     resume_index,
 )
 from hltm_dagster.defs.judge.sensors import vacancy_changes
-from hltm_dagster.instance import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from hltm_dagster.instance import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    partition_range_tags,
+)
 from hltm_dagster.resources import build_resources
 from tests.support.judge import calibrate_every_vacancy
 from tests.support.ui import stale_partitions, ui_graphql
@@ -57,7 +60,6 @@ def test_definitions_load_with_the_judge() -> None:
 
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("judge_refresh") is not None
-    assert defs.resolve_job_def("judge_vacancy") is not None
     assert {s.name for s in defs.schedules or []} >= {"judge_nightly"}
 
 
@@ -94,22 +96,36 @@ def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings
     )
     judged = tick(changed.cursor)
     assert isinstance(judged, dg.SensorResult)
-    (run,) = judged.run_requests
+    (run,) = judged.run_requests  # the judge's assets over that vacancy's partition alone
     assert run.job_name == "judge_refresh"
-    assert run.run_config["ops"]["judge_all_vacancies"]["config"]["vacancies"] == ["v002"]
+    assert run.tags[ASSET_PARTITION_RANGE_START_TAG] == run.tags[ASSET_PARTITION_RANGE_END_TAG]
+    assert run.tags[ASSET_PARTITION_RANGE_START_TAG] == "v002"
+
+
+def _judge_every_vacancy(
+    world: Settings, instance: dg.DagsterInstance, budget: int = 0
+) -> tuple[dg.ExecuteInProcessResult, dict[str, Any]]:
+    """One `judge_refresh` run over every vacancy's partition (the nightly schedule's run), and
+    its totals as `hltm judge run` reads them."""
+    from hltm_cli.judge import judge_run_totals
+
+    config = {"ops": {"judge_scores": {"config": {"budget": budget, "workers": 2}}}}
+    from hltm_dagster.defs import judge
+
+    defs = dg.Definitions.merge(judge.defs, dg.Definitions(resources=_resources(world)))
+    result = defs.resolve_job_def("judge_refresh").execute_in_process(
+        run_config=config, instance=instance, tags=partition_range_tags("v001", "v003")
+    )
+    assert result.success
+    return result, judge_run_totals(
+        _metadata(result, "judge_scores"), _metadata(result, "rankings")
+    )
 
 
 def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, instance) -> None:  # type: ignore[no-untyped-def]
-    config = {
-        "ops": {"judge_all_vacancies": {"config": {"vacancies": [], "budget": 0, "workers": 2}}}
-    }
     calibrated = calibrate_every_vacancy(instance, _resources(world), world.sources_db)
     assert calibrated.success
-    first = judge_refresh_job.execute_in_process(
-        run_config=config, resources=_resources(world), instance=instance
-    )
-    assert first.success
-    totals = first.output_for_node("judge_all_vacancies")
+    first, totals = _judge_every_vacancy(world, instance)
     assert totals["published"] == 3 and totals["judged"] == totals["pool_pairs"] > 0
     mats = [e.materialization for e in first.get_asset_materialization_events()]
     keys = {(m.asset_key.to_user_string(), m.partition) for m in mats}
@@ -127,10 +143,7 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
         }
     assert stale == {"candidate_pools": {}, "judge_scores": {}, "rankings": {}}
 
-    second = judge_refresh_job.execute_in_process(
-        run_config=config, resources=_resources(world), instance=instance
-    )
-    warm = second.output_for_node("judge_all_vacancies")
+    second, warm = _judge_every_vacancy(world, instance)
     assert (warm["judged"], warm["llm_calls"], warm["cached"]) == (0, 0, totals["pool_pairs"])
     # a cached run still shows where each partition stands, not this run's zeros
     standing = _metadata(second, "judge_scores")
@@ -147,13 +160,7 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     # hash (its text stays, so the embedding cache still has it and nothing is re-embedded)
     with connect(world.sources_db) as con:
         con.execute("UPDATE resumes SET content_hash = content_hash || 'x'")
-    capped = {
-        "ops": {"judge_all_vacancies": {"config": {"vacancies": [], "budget": 10, "workers": 2}}}
-    }
-    third = judge_refresh_job.execute_in_process(
-        run_config=capped, resources=_resources(world), instance=instance
-    )
-    t3 = third.output_for_node("judge_all_vacancies")
+    third, t3 = _judge_every_vacancy(world, instance, budget=10)
     assert t3["judged"] == 10 and t3["deferred"] == t3["pool_pairs"] - 10
     # a partial ranking never replaces a complete one: the live rankings stay, and say why
     assert (t3["published"], t3["held"]) == (0, 3)

@@ -110,7 +110,6 @@ def batch_metadata(calibrations: list[Calibration]) -> dict[str, Any]:
 calibrate_vacancies_job = dg.define_asset_job(
     "calibrate_vacancies",
     selection=[CALIBRATION_KEY],
-    partitions_def=VACANCIES,
     description="Calibrate vacancies from their seat's and contract's memory: one partition, or "
     "a range in one run (the CLI runs every vacancy); no LLM call.",
 )

@@ -5,7 +5,10 @@
 * `candidate_pools`, `judge_scores`, `rankings` — on the dynamic ``vacancies`` partitions (key =
   vacancy id), so each vacancy has its own status, metadata and "materialize" button:
   vector top-100 ∪ BM25 top-150 → the judge on every pool pair (score cache, budget, workers) →
-  sorted by ``overall`` and appended to the hash-chained journal.
+  sorted by ``overall`` and appended to the hash-chained journal. Their backfill policy is a
+  single run: a run over many vacancies runs each step once for all of them, so the judge
+  spends one budget of cold evaluations across the run and the gate is evaluated once; each
+  partition still gets its own metadata (`add_asset_metadata`).
 * `judge_quote_gate` — a **blocking** check on `judge_scores`: when fewer than 90% of the
   configuration's quotes on mandatory requirements survive validation it fails with ERROR, and
   `rankings` does not run in that run; `rankings` re-checks the gate itself, so no path
@@ -13,9 +16,9 @@
 * `ranking_journal_chain` — re-hashes the whole journal after each publication.
 * `golden_evaluation` (+ check `golden_pins`) — the frozen golden set: cosine / BM25 / RRF /
   union + judge, closed set and live pool, with the pinned cosine baseline re-verified.
-* `judge_refresh` — an op job doing the nightly run in one process with one budget: refresh
-  the index, rebuild pools, judge, gate, publish; it logs the same materialisations and check
-  results per vacancy partition. The nightly schedule and the `vacancy_changes` sensor run it.
+* `judge_refresh` — the asset job over the index and the three per-vacancy assets: the UI's
+  Materialize of a vacancy (or a range), the `vacancy_changes` sensor, the nightly schedule and
+  `hltm judge run` all run it, so every path runs the assets' own functions.
 
 All the work is done by `hltm.judge.service`; this module wires resources and events.
 """
@@ -23,10 +26,10 @@ All the work is done by `hltm.judge.service`; this module wires resources and ev
 from typing import Any
 
 import dagster as dg
-from dagster import AssetExecutionContext, OpExecutionContext
+from dagster import AssetExecutionContext
 
 from hltm.judge.calibration import calibrated_vacancies
-from hltm.judge.data import load_vacancies
+from hltm.judge.data import Vacancy
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
 from hltm.judge.gate import GATE_MIN_SURVIVAL, GATE_WINDOW, GateDecision, blocked_advice
 from hltm.judge.journal import (
@@ -40,18 +43,19 @@ from hltm.judge.journal import (
     redactions_head,
     verify_chain,
 )
-from hltm.judge.pipeline import (
-    Budget,
-    JudgeConfig,
-    JudgeReport,
-    judge_config,
+from hltm.judge.pipeline import JudgeConfig, JudgeReport, judge_config
+from hltm.judge.service import (
+    JudgeEnv,
+    PoolResult,
+    build_pools,
+    failed_in_run,
+    judge_pools,
+    load_pool,
+    pool_advice,
+    publish_vacancies,
+    refresh_index,
 )
-from hltm.judge.service import JudgeEnv, PoolResult, judge_all, pool_advice
-from hltm.judge.service import build_vacancy_pool as _build_pool
 from hltm.judge.service import gate as _gate
-from hltm.judge.service import judge_vacancy as _judge
-from hltm.judge.service import publish_vacancy as _publish
-from hltm.judge.service import refresh_index as _refresh
 from hltm.runlock import JUDGE_RUN
 from hltm.warehouse import connect
 from hltm_dagster.defs.sources.assets import VACANCIES, source_key
@@ -75,11 +79,14 @@ def make_env(platform: PlatformResource) -> JudgeEnv:
     )
 
 
-def _vacancy(env: JudgeEnv, vacancy_id: str):  # type: ignore[no-untyped-def]
-    found = calibrated_vacancies(env.sources_db, env.derived_db, [vacancy_id])
-    if not found:
-        raise dg.Failure(f"vacancy {vacancy_id} is not in the sources (deleted?)")
-    return found[0]
+def _vacancies(env: JudgeEnv, context: AssetExecutionContext) -> list[Vacancy]:
+    """The run's vacancies: one partition (the UI's Materialize) or a range of them."""
+    wanted = list(context.partition_keys)
+    found = calibrated_vacancies(env.sources_db, env.derived_db, wanted)
+    missing = sorted(set(wanted) - {v.vacancy_id for v in found})
+    if missing:
+        raise dg.Failure(f"vacancies not in the sources (deleted?): {', '.join(missing[:10])}")
+    return found
 
 
 # ------------------------------------------------------------------------------ metadata
@@ -120,8 +127,12 @@ def gate_metadata(decision: GateDecision, config: JudgeConfig) -> dict[str, Any]
 def ranking_metadata(publication: Publication) -> dict[str, Any]:
     """What a publish did and the ranking now served; its journal seq and full row hash also
     anchor the journal's head outside the table (see `dagster_anchor`)."""
+    outcome = (
+        "published" if publication.published else "unchanged" if publication.unchanged else "held"
+    )
     meta: dict[str, Any] = {
         "published": publication.published,
+        "outcome": outcome,
         "decision": publication.reason,
         "judged_of_pool": f"{publication.judged}/{publication.pool}",
     }
@@ -214,6 +225,27 @@ def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None
 # --------------------------------------------------------------------------------- assets
 
 
+class JudgeRunConfig(dg.Config):
+    """How `judge_scores` spends a run: 0 = the resource's default budget (cold evaluations,
+    shared by the run's vacancies) or workers. `rejudge_failed`: judge again the cached
+    evaluations that failed the evidence check (how an operator clears a quote gate blocked by
+    a bad spell of the model, see `hltm.judge.gate.blocked_advice`)."""
+
+    budget: int = 0
+    workers: int = 0
+    rejudge_failed: bool = False
+
+
+# A run over many vacancies runs each step once for all of them (one budget, one gate).
+_ONE_RUN = dg.BackfillPolicy.single_run()
+
+
+def _per_partition(context: AssetExecutionContext, metadata: dict[str, dict[str, Any]]) -> None:
+    """Each partition's own metadata, when the run materializes several in one step."""
+    for vacancy_id, meta in metadata.items():
+        context.add_asset_metadata(meta, partition_key=vacancy_id)
+
+
 @dg.asset(
     group_name=JUDGE_GROUP,
     deps=[source_key("resumes")],
@@ -225,14 +257,15 @@ def resume_index(
     context: AssetExecutionContext,
     platform: PlatformResource,
 ) -> dg.MaterializeResult:
-    env = make_env(platform)
-    sync = _refresh(env)
+    with platform.exclusive(JUDGE_RUN, context):
+        sync = refresh_index(make_env(platform))
     return dg.MaterializeResult(metadata=dict(sync.__dict__))
 
 
 @dg.asset(
     group_name=JUDGE_GROUP,
     partitions_def=VACANCIES,
+    backfill_policy=_ONE_RUN,
     deps=[resume_index, source_key("vacancies"), source_key("vacancy_requirements")],
     kinds={"duckdb"},
     description="Vector top-100 ∪ BM25 top-150 over the active layer, with each candidate's "
@@ -243,33 +276,44 @@ def candidate_pools(
     platform: PlatformResource,
 ) -> dg.MaterializeResult:
     env = make_env(platform)
-    result = _build_pool(env, _vacancy(env, context.partition_key), context.run.run_id)
-    return dg.MaterializeResult(metadata=pool_metadata(result))
+    with platform.exclusive(JUDGE_RUN, context):
+        pools = build_pools(env, _vacancies(env, context), context.run.run_id)
+    _per_partition(context, {vid: pool_metadata(result) for vid, result in pools.items()})
+    return dg.MaterializeResult()
 
 
 @dg.asset(
     group_name=JUDGE_GROUP,
     partitions_def=VACANCIES,
+    backfill_policy=_ONE_RUN,
     deps=[candidate_pools, dg.AssetKey("vacancy_calibration")],
     kinds={"duckdb", "openai"},
     description="The judge's verdict on every pool pair: five scores, a checklist with "
-    "validated verbatim quotes. Score cache (append-only), budget of cold evaluations, workers.",
+    "validated verbatim quotes. Score cache (append-only), one budget of cold evaluations per "
+    "run shared fairly by its vacancies, workers.",
 )
 def judge_scores(
     context: AssetExecutionContext,
+    config: JudgeRunConfig,
     platform: PlatformResource,
 ) -> dg.MaterializeResult:
     env = make_env(platform)
-    vacancy = _vacancy(env, context.partition_key)
-    judge = platform.judge
+    budget = config.budget or platform.judge.budget
     with platform.exclusive(JUDGE_RUN, context):
-        report = _judge(env, vacancy, budget=Budget(judge.budget), workers=judge.workers,
-                        run_id=context.run.run_id)  # fmt: skip
-    for rid, reason in report.failures[:20]:
-        context.log.warning(f"judging {vacancy.vacancy_id} × {rid} failed: {reason}")
-    if report.deferred:
-        context.log.info(f"{report.deferred} cold pairs deferred to the next run by the budget")
-    return dg.MaterializeResult(metadata=judge_metadata(report))
+        vacancies = _vacancies(env, context)
+        pools = {v.vacancy_id: load_pool(env, v) for v in vacancies}
+        reports = judge_pools(
+            env, vacancies, pools, budget, config.workers or platform.judge.workers,
+            context.run.run_id, rejudge_failed=config.rejudge_failed,
+        )  # fmt: skip
+    for vid, report in reports.items():
+        for rid, reason in report.failures[:20]:
+            context.log.warning(f"judging {vid} × {rid} failed: {reason}")
+    deferred = sum(r.deferred for r in reports.values())
+    if deferred:
+        context.log.info(f"{deferred} cold pairs deferred to the next run by the budget")
+    _per_partition(context, {vid: judge_metadata(report) for vid, report in reports.items()})
+    return dg.MaterializeResult(metadata={"run_budget": budget})
 
 
 @dg.asset_check(
@@ -286,31 +330,66 @@ def judge_quote_gate(platform: PlatformResource) -> dg.AssetCheckResult:
         passed=decision.passed,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata=gate_metadata(decision, config),
-        description=decision.reason,
+        description=gate_failure(decision) if not decision.passed else decision.reason,
     )
+
+
+def gate_failure(decision: GateDecision) -> str:
+    """Why no ranking was published, and what clears it."""
+    return (
+        f"rankings not published: quote gate {decision.reason} over the latest {GATE_WINDOW}"
+        f" evaluations; {blocked_advice(decision)}"
+    )
+
+
+def blocked_metadata(vacancy_id: str, decision: GateDecision) -> dict[str, Any]:
+    """A vacancy whose own evaluations fail the gate: nothing published, the live one stays."""
+    return {
+        "published": False,
+        "outcome": "blocked",
+        "decision": f"quote gate {decision.reason}; {pool_advice(vacancy_id)}",
+    }
 
 
 @dg.asset(
     group_name=JUDGE_GROUP,
     partitions_def=VACANCIES,
+    backfill_policy=_ONE_RUN,
     deps=[judge_scores],
     kinds={"duckdb"},
     description="The vacancy's candidates sorted by `overall` alone, appended to the "
     "hash-chained ranking journal — only when complete or at least as complete as the live "
-    "ranking (else the live one stays, and the metadata says why).",
+    "ranking (else the live one stays, and the metadata says why); a vacancy whose own "
+    "evaluations fail the quote gate is not published.",
 )
 def rankings(
     context: AssetExecutionContext,
     platform: PlatformResource,
 ) -> dg.MaterializeResult:
     env = make_env(platform)
-    vacancy = _vacancy(env, context.partition_key)
-    try:
-        publication = _publish(env, vacancy, run_id=context.run.run_id)
-    except PermissionError as err:
-        raise dg.Failure(str(err), metadata=gate_metadata(_gate(env), env.config)) from None
-    log_publication(context.log, vacancy.vacancy_id, publication)
-    return dg.MaterializeResult(metadata=ranking_metadata(publication))
+    with platform.exclusive(JUDGE_RUN, context):
+        overall = _gate(env)
+        if not overall.passed:  # the blocking check stops this step; a run without it too
+            raise dg.Failure(gate_failure(overall), metadata=gate_metadata(overall, env.config))
+        vacancies = _vacancies(env, context)
+        pools = {v.vacancy_id: load_pool(env, v) for v in vacancies}
+        failed = failed_in_run(env, context.run.run_id)
+        outcomes = publish_vacancies(env, vacancies, pools, failed, context.run.run_id)
+    metadata: dict[str, dict[str, Any]] = {}
+    for vid, outcome in outcomes.items():
+        if isinstance(outcome, GateDecision):
+            context.log.error(f"{vid}: ranking not published, quote gate {outcome.reason}")
+            metadata[vid] = blocked_metadata(vid, outcome)
+        else:
+            log_publication(context.log, vid, outcome)
+            metadata[vid] = ranking_metadata(outcome)
+    _per_partition(context, metadata)
+    # The journal's newest row this run served, on every partition's event: the latest
+    # materialization anchors the journal's head whichever partition it is (`dagster_anchor`).
+    live = [o.live for o in outcomes.values() if isinstance(o, Publication) and o.live]
+    newest = max(live, key=lambda e: e.seq, default=None)
+    anchor = {"journal_seq": newest.seq, "row_hash": newest.row_hash} if newest else {}
+    return dg.MaterializeResult(metadata=anchor)
 
 
 @dg.asset_check(
@@ -379,132 +458,20 @@ def golden_pins(platform: PlatformResource) -> dg.AssetCheckResult:
     )
 
 
-# ------------------------------------------------------------------- the nightly op job
+# ------------------------------------------------------------------------------------ jobs
 
 POOLS_KEY = dg.AssetKey("candidate_pools")
 SCORES_KEY = dg.AssetKey("judge_scores")
 RANKINGS_KEY = dg.AssetKey("rankings")
 
-
-class JudgeRunConfig(dg.Config):
-    """Empty `vacancies` = every vacancy in the sources; 0 = the resource's default.
-    `rejudge_failed`: judge again the cached evaluations that failed the evidence check (how an
-    operator clears a quote gate blocked by a bad spell of the model, see
-    `hltm.judge.gate.blocked_advice`)."""
-
-    vacancies: list[str] = []
-    budget: int = 0
-    workers: int = 0
-    rejudge_failed: bool = False
-
-
-@dg.op
-def judge_all_vacancies(
-    context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
-) -> dict[str, Any]:
-    with platform.exclusive(JUDGE_RUN, context):
-        return _judge_all(context, config, platform)
-
-
-def _judge_all(
-    context: OpExecutionContext, config: JudgeRunConfig, platform: PlatformResource
-) -> dict[str, Any]:
-    """One judge run over the given vacancies (all by default); another waits for it to end
-    and then finds its pairs in the score cache."""
-    judge = platform.judge
-    env = make_env(platform)
-    wanted = config.vacancies or None
-    ids = [v.vacancy_id for v in load_vacancies(env.sources_db, wanted)]
-    known = set(context.instance.get_dynamic_partitions(VACANCIES.name))
-    missing = [i for i in ids if i not in known]
-    if missing:
-        context.instance.add_dynamic_partitions(VACANCIES.name, missing)
-
-    def on_vacancy(vid: str, step: str, result: Any) -> None:
-        if step == "pool":
-            context.log_event(
-                dg.AssetMaterialization(POOLS_KEY, partition=vid, metadata=pool_metadata(result))
-            )
-        elif step == "judge":
-            context.log_event(
-                dg.AssetMaterialization(SCORES_KEY, partition=vid, metadata=judge_metadata(result))
-            )
-        elif step == "publish":
-            log_publication(context.log, vid, result)
-            context.log_event(
-                dg.AssetMaterialization(
-                    RANKINGS_KEY, partition=vid, metadata=ranking_metadata(result)
-                )
-            )
-        elif step == "blocked":
-            context.log.error(f"{vid}: ranking not published, quote gate {result.reason}")
-
-    # Recorded in dependency order: the index before the pools it feeds, or the UI reads every
-    # pool of this run stale ("resume_index has a new materialization").
-    index = _refresh(env)
-    context.log_event(
-        dg.AssetMaterialization(dg.AssetKey("resume_index"), metadata=dict(index.__dict__))
-    )
-    summary = judge_all(
-        env, ids, budget=config.budget or judge.budget, workers=config.workers or judge.workers,
-        run_id=context.run.run_id, on_vacancy=on_vacancy, rejudge_failed=config.rejudge_failed,
-        refresh=False,
-    )  # fmt: skip
-    if summary.gate is not None:
-        for vid in ids:
-            context.log_event(
-                dg.AssetCheckEvaluation(
-                    asset_key=SCORES_KEY,
-                    check_name="judge_quote_gate",
-                    passed=summary.gate.passed,
-                    metadata=gate_metadata(summary.gate, env.config),
-                    partition=vid,
-                    severity=dg.AssetCheckSeverity.ERROR,
-                    description=summary.gate.reason,
-                )  # fmt: skip
-            )
-    chain = chain_check(context.instance, env.derived_db)
-    context.log_event(
-        dg.AssetCheckEvaluation(
-            asset_key=RANKINGS_KEY,
-            check_name="ranking_journal_chain",
-            passed=chain.ok,
-            metadata={"rows": chain.rows},
-            description=chain.summary(),
-        )  # fmt: skip
-    )
-    for line in summary.lines():
-        context.log.info(line)
-    if summary.gate is not None and not summary.gate.passed:
-        raise dg.Failure(
-            f"rankings not published: quote gate {summary.gate.reason} over the latest"
-            f" {GATE_WINDOW} evaluations; {blocked_advice(summary.gate)}",
-            metadata=summary.totals(),
-        )
-    blocked = {vid: f"quote gate {r}; {pool_advice(vid)}" for vid, r in summary.blocked.items()}
-    return {
-        **summary.totals(),
-        "budget": summary.budget,
-        "held_reasons": summary.held,
-        "blocked_reasons": blocked,
-    }
-
-
-@dg.job(
-    name="judge_refresh",
+judge_refresh_job = dg.define_asset_job(
+    "judge_refresh",
+    selection=dg.AssetSelection.assets(resume_index, candidate_pools, judge_scores, rankings),
     description="Refresh the resume index, rebuild pools, judge with one budget, gate and "
-    "publish rankings — for every vacancy (nightly) or the given ones (sensor).",
-)
-def judge_refresh_job() -> None:
-    judge_all_vacancies()
-
-
-judge_vacancy_job = dg.define_asset_job(
-    "judge_vacancy",
-    selection=dg.AssetSelection.assets(candidate_pools, judge_scores, rankings),
-    description="One vacancy partition: pool → judge scores → (blocking gate) → rankings.",
+    "publish rankings — for one vacancy, a range of them in one run (the UI's backfill, the "
+    "`vacancy_changes` sensor), or every vacancy (the nightly schedule, `hltm judge run`).",
 )
 
 JUDGE_ASSETS = [resume_index, candidate_pools, judge_scores, rankings, golden_evaluation]
 JUDGE_CHECKS = [judge_quote_gate, ranking_journal_chain, golden_pins]
-JUDGE_JOBS = [judge_refresh_job, judge_vacancy_job]
+JUDGE_JOBS = [judge_refresh_job]

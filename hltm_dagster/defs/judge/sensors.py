@@ -8,8 +8,9 @@ Nothing here spends LLM budget unasked:
   starting the daemon after `hltm demo` (or on any existing data) judges nothing. Afterwards,
   each vacancy that is new or whose own version key changed is first calibrated from memory (a
   `calibrate_vacancies` run, no LLM call) and, once its calibration matches its text, re-ranked
-  by one `judge_refresh` run (run key = sha1 of the set and versions, so a retick never
-  duplicates a run). Cost per tick: nothing when no vacancy changed; otherwise one cold
+  by a `judge_refresh` run of the judge's assets over its partition (one run per contiguous
+  range of the changed vacancies; run key = sha1 of the job, the set and its versions, so a
+  retick never duplicates a run). Cost per tick: nothing when no vacancy changed; otherwise one cold
   evaluation per new pool pair of the changed vacancies (≈ 100–250 LLM calls per new vacancy).
   Resume changes are left to the nightly run: they touch every pool, and the score cache makes
   that run cost only the changed pairs.
@@ -66,31 +67,45 @@ def _partition_requests(
     return requests
 
 
-def _calibrate_requests(
-    order: list[str], versions: dict[str, str], reason: str
+def _range_requests(
+    job: str, order: list[str], versions: dict[str, str], tags: dict[str, str]
 ) -> list[dg.RunRequest]:
-    """Runs of the calibration asset (no LLM call): one per contiguous range of the vacancies'
-    partitions, and one per vacancy whose partition is added by this same tick."""
+    """Runs of an asset job over the vacancies' partitions: one per contiguous range of them
+    (the assets' backfill policy is a single run), and one per vacancy whose partition is added
+    by this same tick. The run key is the job and the digest of its vacancies' versions, so a
+    retick never duplicates a run."""
     requests = []
-    for start, end in partition_ranges(order, set(versions)):
-        keys = order[order.index(start) : order.index(end) + 1]
+    ranges = [
+        order[order.index(s) : order.index(e) + 1]
+        for s, e in partition_ranges(order, set(versions))
+    ]
+    for keys in ranges:
         requests.append(
             dg.RunRequest(
-                run_key=f"calibrate-{_digest({k: versions[k] for k in keys})}",
-                job_name=calibrate_vacancies_job.name,
-                tags={"hltm/calibration": reason, **partition_range_tags(start, end)},
+                run_key=f"{job}-{_digest({k: versions[k] for k in keys})}",
+                job_name=job,
+                tags={**tags, **partition_range_tags(keys[0], keys[-1])},
             )
         )
     for vacancy in sorted(set(versions) - set(order)):
         requests.append(
             dg.RunRequest(
-                run_key=f"calibrate-{_digest({vacancy: versions[vacancy]})}",
-                job_name=calibrate_vacancies_job.name,
+                run_key=f"{job}-{_digest({vacancy: versions[vacancy]})}",
+                job_name=job,
                 partition_key=vacancy,
-                tags={"hltm/calibration": reason},
+                tags=tags,
             )
         )
     return requests
+
+
+def _calibrate_requests(
+    order: list[str], versions: dict[str, str], reason: str
+) -> list[dg.RunRequest]:
+    """Runs of the calibration asset (no LLM call)."""
+    return _range_requests(
+        calibrate_vacancies_job.name, order, versions, {"hltm/calibration": reason}
+    )
 
 
 @dg.sensor(
@@ -127,20 +142,12 @@ def vacancy_changes(
     }
     waiting = {v: version for v, version in changed.items() if v not in ready}
     runs = []
+    order = context.instance.get_dynamic_partitions(VACANCIES.name) if changed else []
     if waiting:
-        order = context.instance.get_dynamic_partitions(VACANCIES.name)
         runs.extend(_calibrate_requests(order, waiting, "vacancy_changes"))
     if ready:
-        runs.append(
-            dg.RunRequest(
-                run_key=f"vacancies-{_digest(ready)}",
-                job_name=judge_refresh_job.name,
-                run_config={
-                    "ops": {"judge_all_vacancies": {"config": {"vacancies": sorted(ready)}}}
-                },
-                tags={"hltm/judge": "vacancy_changes"},
-            )
-        )
+        judge_tags = {"hltm/judge": "vacancy_changes"}
+        runs.extend(_range_requests(judge_refresh_job.name, order, ready, judge_tags))
     # Judged vacancies advance the cursor; those still being calibrated stay "changed".
     cursor = {v: version for v, version in previous.items() if v in current and v not in waiting}
     cursor.update(ready)
