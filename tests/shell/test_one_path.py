@@ -1,11 +1,15 @@
-"""The UI's Materialize of one `project_memory` partition and the `source_changes` sensor's run
-build the same node: the same version, facets, QA pairs and summaries, stored the same way; a
-backfill of a range of partitions is one run that builds them all."""
+"""The UI's Materialize and the sensors' runs give the same result: one `project_memory`
+partition, its seat's and contract's, built by the UI and by the `source_changes` sensor's run,
+are the same nodes (a backfill of a range of partitions is one run that builds them all); the
+judge's scores and ranking of a vacancy, by the UI and by the `vacancy_changes` sensor's run,
+are the same, because that run is the judge's own asset job."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -13,7 +17,7 @@ import pytest
 from hltm.memory.models import MemoryNode
 from hltm.memory.store import read_nodes
 from hltm.settings import Settings
-from hltm.sources.ingest import delete_project
+from hltm.sources.ingest import delete_project, ingest_directory
 from hltm.warehouse import connect
 from hltm_dagster.defs.memory.assets import MEMORY_ASSETS
 from hltm_dagster.defs.sources.assets import source_tables
@@ -46,6 +50,9 @@ def test_materialize_of_one_project_partition_gives_the_sensors_node(
     assert runs and all(r.success for r in runs)
     by_sensor = _stored(memory_world, f"project:{pid}")
 
+    def by_sensor_version(node_id: str) -> str:
+        return _stored(memory_world, node_id).version
+
     # The UI's Materialize on a copy of the same sources: a run of the asset for that partition.
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "ui"))
     ui = Settings.from_env()
@@ -72,9 +79,107 @@ def test_materialize_of_one_project_partition_gives_the_sensors_node(
         tags=partition_range_tags(kept[0], kept[-1]),
     )
     assert ranged.success
-    (event,) = ranged.get_asset_materialization_events()[:1]
-    assert len(ranged.get_asset_materialization_events()) == len(kept)
-    assert {e.partition for e in ranged.get_asset_materialization_events()} == set(kept)
-    assert event.materialization.metadata["nodes"].value == len(kept)  # type: ignore[union-attr]
+    events = [e.materialization for e in ranged.get_asset_materialization_events()]
+    assert sorted(str(m.partition) for m in events) == kept
+    for m in events:  # each node's own metadata, as the sensor's run records it
+        assert m.metadata["node_id"].value == f"project:{m.partition}"  # type: ignore[union-attr]
+        assert m.metadata["version"].value == by_sensor_version(f"project:{m.partition}")  # type: ignore[union-attr]
     for project in kept:
         assert _stored(ui, f"project:{project}") == _stored(memory_world, f"project:{project}")
+
+    # The seats, then the contracts, materialized in the UI: the sensor's nodes again.
+    for level, name in (("seat", "seats"), ("contract", "contracts")):
+        keys = list(harness.instance.get_dynamic_partitions(name))
+        instance.add_dynamic_partitions(name, keys)
+        upper = dg.materialize(
+            [*MEMORY_ASSETS, source_tables],
+            selection=f"{level}_memory",
+            instance=instance,
+            resources=build_resources(ui),
+            tags=partition_range_tags(keys[0], keys[-1]),
+        )
+        assert upper.success
+        for key in keys:
+            assert _stored(ui, f"{level}:{key}") == _stored(memory_world, f"{level}:{key}")
+
+
+def _judged(settings: Settings) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The stored judge scores (every pair's five scores and verdict) and the served rankings."""
+    with connect(settings.derived_db, read_only=True) as con:
+        scores = con.execute(
+            "SELECT vacancy_id, resume_id, role, level, skills, experience, overall, verdict"
+            " FROM judge_scores ORDER BY ALL"
+        ).fetchall()
+        ranked = con.execute(
+            "SELECT vacancy_id, rank, resume_id, overall FROM rankings ORDER BY ALL"
+        ).fetchall()
+    return scores, ranked
+
+
+def test_the_judge_sensors_run_is_the_assets_and_gives_the_uis_scores(
+    tiny_world: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vacancy_changes` asks for a run of the judge's asset job over the changed vacancy's
+    partition; the UI's Materialize of that partition (the assets selected in the asset graph)
+    stores the same scores and serves the same ranking."""
+    from hltm.judge.calibration import calibrate_vacancies, store_calibrations
+    from hltm.judge.data import load_vacancies
+    from hltm_dagster.defs import judge
+    from hltm_dagster.defs.judge.assets import JUDGE_ASSETS, JUDGE_CHECKS
+    from hltm_dagster.defs.judge.sensors import vacancy_changes
+
+    assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
+    ui_dir = tmp_path / "ui"
+    ui_dir.mkdir()
+    shutil.copy(settings.sources_db, ui_dir / "sources.duckdb")
+    for at in (settings.sources_db, ui_dir / "sources.duckdb"):
+        store_calibrations(
+            at.with_name("derived.duckdb"),
+            calibrate_vacancies(at, at.with_name("derived.duckdb"), load_vacancies(at)),
+        )
+
+    # The sensor's run: a new vacancy after the baseline tick, and the run it asks for.
+    instance = dg.DagsterInstance.ephemeral()
+    resources = build_resources(settings)
+    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
+        adopted = vacancy_changes(ctx)
+    assert isinstance(adopted, dg.SensorResult)
+    instance.add_dynamic_partitions("vacancies", ["v001", "v003"])  # v002 is "new"
+    baseline = {k: v for k, v in json.loads(str(adopted.cursor)).items() if k != "v002"}
+    with dg.build_sensor_context(
+        instance=instance, resources=resources, cursor=json.dumps(baseline)
+    ) as ctx:
+        changed = vacancy_changes(ctx)
+    assert isinstance(changed, dg.SensorResult)
+    (request,) = changed.run_requests
+    sensor_defs = dg.Definitions.merge(judge.defs, dg.Definitions(resources=resources))
+    job = sensor_defs.resolve_job_def(str(request.job_name))
+    assert dg.AssetKey("judge_scores") in job.asset_layer.executable_asset_keys  # an asset job
+    instance.add_dynamic_partitions("vacancies", ["v002"])
+    by_sensor = job.execute_in_process(
+        instance=instance, partition_key=request.partition_key, tags=request.tags
+    )
+    assert by_sensor.success
+    built = {
+        (e.step_key, e.asset_key.to_user_string(), e.partition)
+        for e in by_sensor.get_asset_materialization_events()
+    }
+    assert ("judge_scores", "judge_scores", "v002") in built  # the asset's own step
+    assert ("rankings", "rankings", "v002") in built
+
+    # The UI's Materialize of that partition, on a copy of the same sources.
+    monkeypatch.setenv("HLTM_DATA_DIR", str(ui_dir))
+    ui = Settings.from_env()
+    ui_instance = dg.DagsterInstance.ephemeral()
+    ui_instance.add_dynamic_partitions("vacancies", ["v002"])
+    by_ui = dg.materialize(
+        [*JUDGE_ASSETS, *JUDGE_CHECKS],
+        selection=["resume_index", "candidate_pools", "judge_scores", "rankings"],
+        partition_key="v002",
+        instance=ui_instance,
+        resources=build_resources(ui),
+    )
+    assert by_ui.success
+    scores, ranked = _judged(ui)
+    assert scores and ranked
+    assert (scores, ranked) == _judged(settings)

@@ -120,6 +120,18 @@ def _stale_children(builder: MemoryBuilder, node_ids: list[str]) -> list[str]:
     )
 
 
+def _recorded(builder: MemoryBuilder, report: NodeReport) -> dict[str, Any]:
+    """A node's materialization metadata; one that was current records what the store holds,
+    not this run's zeros."""
+    status = report.status
+    if status == "current":
+        stored = builder.store.nodes([report.node_id])[report.node_id]
+        report.facets, report.qa = len(stored.facets), len(stored.qa)
+        report.summaries = 1 if stored.summary_short else 0
+        status = "current, not rebuilt (item counts are the stored node's)"
+    return {**node_metadata(report), "status": status}
+
+
 def _materialize_nodes(
     context: AssetExecutionContext, builder: MemoryBuilder, level: str
 ) -> dg.MaterializeResult:
@@ -151,14 +163,8 @@ def _materialize_nodes(
         (report,) = reports
         if failed:  # its cost stays in the failure's metadata
             raise dg.Failure(description=report.error, metadata=node_metadata(report))
-        status = report.status
-        if status == "current":  # nothing rebuilt: record what the store holds, not zeros
-            stored = builder.store.nodes([report.node_id])[report.node_id]
-            report.facets, report.qa = len(stored.facets), len(stored.qa)
-            report.summaries = 1 if stored.summary_short else 0
-            status = "current, not rebuilt (item counts are the stored node's)"
         return dg.MaterializeResult(
-            metadata={**node_metadata(report), "status": status},
+            metadata=_recorded(builder, report),
             data_version=dg.DataVersion(report.version or "deleted"),
         )
     if failed:
@@ -167,23 +173,12 @@ def _materialize_nodes(
             " node was stored:\n" + "\n".join(r.error or r.node_id for r in failed),
             metadata={"failed_nodes": dg.MetadataValue.json([r.node_id for r in failed])},
         )
-    return dg.MaterializeResult(metadata=_range_metadata(reports))
-
-
-def _range_metadata(reports: list[NodeReport]) -> dict[str, Any]:
-    """What a run over many nodes records on each of them: the totals and every node's line."""
-    rows = "\n".join(
-        f"| {r.node_id} | {r.status} | {r.version or '-'} | {r.facets} | {r.qa} |" for r in reports
-    )
-    table = "| node | status | version | facets | QA pairs |\n|---|---|---|---|---|\n" + rows
+    for report in reports:  # each node's own metadata, as the refresh job records it
+        meta = _recorded(builder, report)
+        context.add_asset_metadata(meta, partition_key=_partition_key(report.node_id))
     statuses = Counter(r.status for r in reports)
-    return {
-        "nodes": len(reports),
-        "status": ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())),
-        "llm_calls": sum(r.llm_calls for r in reports),
-        "embedding_calls": sum(r.embedding_calls for r in reports),
-        "nodes_table": dg.MetadataValue.md(table),
-    }
+    run = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    return dg.MaterializeResult(metadata={"nodes_in_run": len(reports), "run_statuses": run})
 
 
 _ASSET_KINDS = {"duckdb", "chroma"}
