@@ -73,7 +73,8 @@ def run_judge(
     from hltm.judge.data import vacancy_ids
     from hltm_cli.dagster_runs import partition_metadata, raise_failed, vacancy_runs
 
-    wanted = set(vacancies or vacancy_ids(settings().sources_db))
+    known = vacancy_ids(settings().sources_db)  # one only the journal knows is not judged
+    wanted = set(known).intersection(vacancies) if vacancies else set(known)
     config = {"budget": budget, "workers": workers, "rejudge_failed": rejudge_failed}
     runs = vacancy_runs("judge_refresh", wanted, {"ops": {"judge_scores": {"config": config}}})
     scores: dict[str, dict[str, Any]] = {}

@@ -11,6 +11,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
 from hltm_dagster.defs.sources.assets import VACANCIES
 
 
@@ -57,8 +59,8 @@ def test_the_command_that_ran_a_failed_check_says_so(
 
 
 def test_a_judge_gate_failure_is_one_line_with_the_totals(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tiny_world: Path,
+    settings: Settings,
     capsys: pytest.CaptureFixture[str],
     cli_jobs_from: Callable[[dg.Definitions], None],
 ) -> None:
@@ -99,13 +101,13 @@ def test_a_judge_gate_failure_is_one_line_with_the_totals(
     def rankings() -> None:
         raise AssertionError("a blocked gate publishes nothing")
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
     job = dg.define_asset_job("judge_refresh", selection=[judge_scores, rankings])
     cli_jobs_from(
         dg.Definitions(assets=[judge_scores, rankings], asset_checks=[judge_quote_gate], jobs=[job])
     )
     with pytest.raises(SystemExit):
-        judge_cli.run_judge(["v1", "v2", "v3"])
+        judge_cli.run_judge()
     printed = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert gate_failure(unmeasured).startswith(
         "rankings not published: quote gate no quotes on mandatory requirements to measure"

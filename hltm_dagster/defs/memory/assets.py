@@ -406,7 +406,7 @@ def _refresh(
                 dg.AssetMaterialization(
                     asset_key=ASSET_KEYS[report.level],
                     partition=partition,
-                    metadata=node_metadata(report),
+                    metadata=_recorded(builder, report),
                     description=f"rebuilt by {run}",
                 )
             )
