@@ -410,10 +410,11 @@ def publish_vacancies(
     return outcomes
 
 
-def failed_in_run(env: JudgeEnv, run_id: str) -> dict[str, int]:
+def failed_in_run(derived_db: Path | str, run_id: str) -> dict[str, int]:
     """Per vacancy, the cold evaluations that failed in run ``run_id`` (what its publication
-    records), read back from ``judge_failures``."""
-    with connect(env.derived_db) as con:
+    records), read back from ``judge_failures``: a step that publishes needs no report from the
+    step that judged."""
+    with connect(derived_db) as con:
         ensure_judge_schema(con)
         rows = con.execute(
             "SELECT vacancy_id, count(DISTINCT resume_id) FROM judge_failures WHERE run_id = ?"

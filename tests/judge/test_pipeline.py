@@ -21,7 +21,7 @@ from hltm.judge.journal import (
 )
 from hltm.judge.pipeline import Budget, judge_config, judge_pool, postprocess
 from hltm.judge.resume import present_month
-from hltm.judge.service import fair_shares
+from hltm.judge.service import failed_in_run, fair_shares
 from hltm.judge.store import ensure_judge_schema
 from hltm.judge.tasks import JudgeVerdict
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError
@@ -120,6 +120,17 @@ def test_failed_evaluation_is_recorded_not_cached_and_never_stops_the_others(db:
     backend.seen.clear()
     retry = judge_pool(db, _llm(backend), VACANCY, POOL)
     assert sorted(backend.seen) == ["r03", "r07"] and retry.evaluated == 2
+
+
+def test_a_runs_failures_are_read_back_by_run_for_its_publication(db: Path) -> None:
+    """The step that publishes (`rankings`) records the failures of the run that judged, as the
+    judging step counted them, whichever path ran it."""
+    backend = CountingBackend(fail_for={"r03", "r07"})
+    first = judge_pool(db, _llm(backend), VACANCY, POOL, run_id="run-1")
+    assert failed_in_run(db, "run-1") == {VACANCY.vacancy_id: first.failed} == {"vac-1": 2}
+    backend.fail_for.clear()
+    judge_pool(db, _llm(backend), VACANCY, POOL, run_id="run-2")
+    assert failed_in_run(db, "run-2") == {} and failed_in_run(db, "run-1") == {"vac-1": 2}
 
 
 def test_postprocess_drops_formal_and_unknown_items_and_trusts_the_vacancy_flags() -> None:

@@ -373,7 +373,7 @@ def rankings(
             raise dg.Failure(gate_failure(overall), metadata=gate_metadata(overall, env.config))
         vacancies = _vacancies(env, context)
         pools = {v.vacancy_id: load_pool(env, v) for v in vacancies}
-        failed = failed_in_run(env, context.run.run_id)
+        failed = failed_in_run(env.derived_db, context.run.run_id)
         outcomes = publish_vacancies(env, vacancies, pools, failed, context.run.run_id)
     metadata: dict[str, dict[str, Any]] = {}
     for vid, outcome in outcomes.items():
