@@ -83,3 +83,19 @@ def test_a_passing_remark_of_the_asked_speaker_does_not_outweigh_the_other_telli
     assert "said of Melanie, not Caroline" in swapped["answer"]
     own = answer({**told, "question": "What did Melanie realize after her charity race?"})
     assert own["in_memory"] and own["answer"].startswith("Melanie:"), own
+
+
+def test_a_question_asked_in_the_context_is_not_the_answer_when_a_statement_is_as_close() -> None:
+    """The sentence closest to the question may be the same question asked in the conversation;
+    the answer is then the statement that answers it, and both nodes stay cited."""
+    asked = [
+        _qa("s7", "Caroline: What do you recommend to make a living room comfy?", "t8"),
+        _qa("s8", "Melanie: I recommend a big couch and dim lights to make a living room comfy.",
+            "t9"),
+    ]  # fmt: skip
+    payload = {**PAYLOAD, "qa": asked}
+    got = answer(
+        {**payload, "question": "What does Melanie recommend to make a living room comfy?"}
+    )
+    assert got["in_memory"] and got["answer"].startswith("Melanie: I recommend a big couch"), got
+    assert set(got["citation"]) == {"project:s7", "project:s8"}, got

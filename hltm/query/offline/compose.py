@@ -24,7 +24,8 @@ nodes found nearest are named as a hint.
   none is not in memory, the closest as a hint.
 * lookup — the context sentence (of prepared answers, summaries, passages) closest to the
   question in meaning (bundled e5) and terms, citing its node and every other node whose best
-  sentence is nearly as close (at most 3); else the best prepared QA answer or summary. Not in
+  sentence is nearly as close (at most 3), a statement answering before a question the context
+  asks; else the best prepared QA answer or summary. Not in
   memory when the statements holding the question's words are about another person or place
   (`_off_subject`).
 """
@@ -479,6 +480,9 @@ def _ranked(
     return [(i, score[i]) for i in order]
 
 
+_ASKS = re.compile(r"\?[\"”’')\]]*\s*$")  # a sentence that asks states nothing
+
+
 def supporting_spans(
     question: str, spans: list[Span], meaning: list[float]
 ) -> list[tuple[str, str, float]]:
@@ -488,23 +492,28 @@ def supporting_spans(
     A sentence scores by meaning (e5 against the question) plus the question's terms it holds;
     the best one answers, and every other node whose best sentence scores within `_CITE_MARGIN`
     of it is cited beside it (a fact told across sessions, or two equally good readings).
-    A context sharing no term with the question supports nothing.
+    A question asked in the context states nothing: a node is quoted by its best statement
+    within the margin when it has one, and a node quoted by a statement answers before one
+    quoted by a question. A context sharing no term with the question supports nothing.
     """
     overlap = _overlaps(question, spans)
     if not spans or max(overlap) == 0:
         return []
     ranked = _ranked(spans, meaning, overlap)
     best = ranked[0][1]
-    out: list[tuple[str, str, float]] = []
+    quoted: dict[str, tuple[int, float]] = {}  # node id → (its quoted sentence, its best score)
     for i, score in ranked:
-        if score < best - _CITE_MARGIN or len(out) >= _MAX_CITED:
+        if score < best - _CITE_MARGIN:
             break
-        if overlap[i] > 0 and all(spans[i].node_id != n for _, n, _ in out):
-            out.append((spans[i].text, spans[i].node_id, round(score, 4)))
-    return out
-
-
-_ASKS = re.compile(r"\?[\"”’')\]]*\s*$")  # a sentence that asks states nothing
+        node_id = spans[i].node_id
+        if overlap[i] == 0 or (node_id not in quoted and len(quoted) >= _MAX_CITED):
+            continue
+        if node_id not in quoted:
+            quoted[node_id] = (i, score)
+        elif _ASKS.search(spans[quoted[node_id][0]].text) and not _ASKS.search(spans[i].text):
+            quoted[node_id] = (i, quoted[node_id][1])
+    out = [(spans[i].text, node_id, round(score, 4)) for node_id, (i, score) in quoted.items()]
+    return sorted(out, key=lambda found: bool(_ASKS.search(found[0])))
 
 
 def _evidence(
