@@ -516,21 +516,35 @@ def supporting_spans(
     return sorted(out, key=lambda found: bool(_ASKS.search(found[0])))
 
 
-def _evidence(
+def _stating(
     payload: Payload, question: str, spans: list[Span], meaning: list[float], ignore: set[str]
-) -> list[Span]:
-    """The statements holding a question term other than `ignore`d ones, best first down to
-    `_CITE_MARGIN` below the best: the passages that state what was asked. A question states
-    nothing, and neither does a line naming its own node (a summary's "Project … “title”")."""
+) -> list[tuple[Span, float, float]]:
+    """(span, score, share of the question's terms held) of every statement holding a question
+    term other than `ignore`d ones, best first. A question states nothing, and neither does a
+    line naming its own node (a summary's "Project … “title”")."""
     overlap = _overlaps(question, spans, ignore)
-    stating = [
-        (spans[i], score)
+    return [
+        (spans[i], score, overlap[i])
         for i, score in _ranked(spans, meaning, overlap)
         if overlap[i] > 0
         and not _ASKS.search(spans[i].text)
         and _label(payload, spans[i].node_id) not in spans[i].text
     ]
-    return [span for span, score in stating if score >= stating[0][1] - _CITE_MARGIN]
+
+
+def _evidence(stating: list[tuple[Span, float, float]]) -> list[Span]:
+    """The statements that state what was asked: the best down to `_CITE_MARGIN` below it."""
+    return [span for span, score, _ in stating if score >= stating[0][1] - _CITE_MARGIN]
+
+
+def _said_of_another(person: str, whom: list[set[str]]) -> set[str]:
+    """Whom the evidence is said of instead of `person` (`whom`: each statement's people, best
+    first): the best statement about anyone is about others and more statements are about others
+    than about `person`; empty when it is not so."""
+    best = next((who for who in whom if who), set())
+    mine = sum(person in who for who in whom)
+    others = sum(bool(who - {person}) for who in whom)
+    return set() if person in best or others <= mine else best
 
 
 def _off_subject(
@@ -545,12 +559,19 @@ def _off_subject(
     more of them are about others than about that person (a speaker's own passing remark on the
     topic does not outweigh the other speaker telling it). Those passages are found without the
     name, whose words and meaning would favour whatever that person said about anything.
-    Evidence about no one in particular decides nothing, and a question naming no one, or two
-    people, is not judged by person."""
+
+    A sentence of a turn with no personal cue ("The kids loved it and it was a nice way to relax
+    after the road trip") is then read as its speaker's, and decides the same way — but only when
+    no statement of the person asked (by them or about them) holds more than `_KEEP_SHARE` of the
+    question's weighted terms the best statement of the others holds: a cue-less reply echoing
+    the listener's topic ("Sounds special, those beach trips!") is the speaker's only when the
+    listener's own words on it were not retrieved. A line with no speaker (a facet, a summary's
+    own line) is about no one in particular and decides nothing; a question naming no one, or
+    two people, is not judged by person."""
     people = subject.speakers
     naming = [w for w in re.findall(r"\S+", question) if named(w.strip("?!.,;:"), people)]
     names = {t for w in naming for t in terms(w)} | {t for p in people for t in terms(p)}
-    evidence = _evidence(payload, question, spans, meaning, names)
+    evidence = _evidence(_stating(payload, question, spans, meaning, names))
     if not evidence:
         return None
     if subject.places:
@@ -561,14 +582,35 @@ def _off_subject(
         return None
     (person,) = subject.people
     rest = " ".join(w for w in question.split() if w not in naming)
-    evidence = _evidence(payload, question, spans, _meanings(rest, spans), names)
-    abouts = [about(span, people) for span in evidence]
-    best = next((who for who in abouts if who), set())
-    mine = sum(person in who for who in abouts)
-    others = sum(bool(who - {person}) for who in abouts)
-    if person in best or others <= mine:
+    stating = _stating(payload, question, spans, _meanings(rest, spans), names)
+    evidence = _evidence(stating)
+    other = _said_of_another(person, [about(span, people) for span in evidence])
+    if not other:
+        whose = {span: about(span, people) or {span.speaker} - {""} for span, _, _ in stating}
+        mine, theirs = (_held(person, stating, whose, of_person) for of_person in (True, False))
+        if mine <= _KEEP_SHARE * theirs:
+            other = _said_of_another(person, [whose[span] for span in evidence])
+    if not other:
         return None
-    return f"what the memory holds on this is said of {' and '.join(sorted(best))}, not {person}."
+    return f"what the memory holds on this is said of {' and '.join(sorted(other))}, not {person}."
+
+
+def _held(
+    person: str,
+    stating: list[tuple[Span, float, float]],
+    whose: dict[Span, set[str]],
+    of_person: bool,
+) -> float:
+    """The largest share of the question's terms one statement holds, among the statements of
+    `person` (`of_person`) or among those of others."""
+    return max(
+        (
+            share
+            for span, _, share in stating
+            if whose[span] and (person in whose[span]) == of_person
+        ),
+        default=0.0,
+    )
 
 
 def _said_of(payload: Payload, subject: Subject, fields: list[str]) -> Payload | None:
