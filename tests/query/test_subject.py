@@ -83,3 +83,39 @@ def test_a_passing_remark_of_the_asked_speaker_does_not_outweigh_the_other_telli
     assert "said of Melanie, not Caroline" in swapped["answer"]
     own = answer({**told, "question": "What did Melanie realize after her charity race?"})
     assert own["in_memory"] and own["answer"].startswith("Melanie:"), own
+
+
+def test_a_sentence_without_a_personal_cue_reads_as_its_speakers_when_the_asked_says_nothing() -> (
+    None
+):
+    """Melanie tells of her road trip without saying "I" in the sentence that holds it: what
+    Caroline did after the road trip is not in memory, since nothing Caroline says or is told
+    holds it. A reply of Caroline's echoing the topic, read as hers, does not take Melanie's
+    own account from her."""
+    trip = _qa(
+        "s6", "Melanie: The kids loved it and it was a nice way to relax after the road trip.", "t6"
+    )
+    told = {**PAYLOAD, "qa": [*PAYLOAD["qa"], trip]}
+    swapped = answer({**told, "question": "What did Caroline do after the road trip to relax?"})
+    assert not swapped["in_memory"], swapped
+    assert "said of Melanie, not Caroline" in swapped["answer"]
+    reply = _qa("s6", "Caroline: Sounds like a great road trip!", "t7")
+    replied = {**told, "qa": [*told["qa"], reply]}
+    own = answer({**replied, "question": "What did Melanie do after the road trip to relax?"})
+    assert own["in_memory"] and "relax after the road trip" in own["answer"], own
+
+
+def test_a_question_asked_in_the_context_is_not_the_answer_when_a_statement_is_as_close() -> None:
+    """The sentence closest to the question may be the same question asked in the conversation;
+    the answer is then the statement that answers it, and both nodes stay cited."""
+    asked = [
+        _qa("s7", "Caroline: What do you recommend to make a living room comfy?", "t8"),
+        _qa("s8", "Melanie: I recommend a big couch and dim lights to make a living room comfy.",
+            "t9"),
+    ]  # fmt: skip
+    payload = {**PAYLOAD, "qa": asked}
+    got = answer(
+        {**payload, "question": "What does Melanie recommend to make a living room comfy?"}
+    )
+    assert got["in_memory"] and got["answer"].startswith("Melanie: I recommend a big couch"), got
+    assert set(got["citation"]) == {"project:s7", "project:s8"}, got

@@ -24,7 +24,8 @@ nodes found nearest are named as a hint.
   none is not in memory, the closest as a hint.
 * lookup — the context sentence (of prepared answers, summaries, passages) closest to the
   question in meaning (bundled e5) and terms, citing its node and every other node whose best
-  sentence is nearly as close (at most 3); else the best prepared QA answer or summary. Not in
+  sentence is nearly as close (at most 3), a statement answering before a question the context
+  asks; else the best prepared QA answer or summary. Not in
   memory when the statements holding the question's words are about another person or place
   (`_off_subject`).
 """
@@ -479,6 +480,9 @@ def _ranked(
     return [(i, score[i]) for i in order]
 
 
+_ASKS = re.compile(r"\?[\"”’')\]]*\s*$")  # a sentence that asks states nothing
+
+
 def supporting_spans(
     question: str, spans: list[Span], meaning: list[float]
 ) -> list[tuple[str, str, float]]:
@@ -488,40 +492,59 @@ def supporting_spans(
     A sentence scores by meaning (e5 against the question) plus the question's terms it holds;
     the best one answers, and every other node whose best sentence scores within `_CITE_MARGIN`
     of it is cited beside it (a fact told across sessions, or two equally good readings).
-    A context sharing no term with the question supports nothing.
+    A question asked in the context states nothing: a node is quoted by its best statement
+    within the margin when it has one, and a node quoted by a statement answers before one
+    quoted by a question. A context sharing no term with the question supports nothing.
     """
     overlap = _overlaps(question, spans)
     if not spans or max(overlap) == 0:
         return []
     ranked = _ranked(spans, meaning, overlap)
     best = ranked[0][1]
-    out: list[tuple[str, str, float]] = []
+    quoted: dict[str, tuple[int, float]] = {}  # node id → (its quoted sentence, its best score)
     for i, score in ranked:
-        if score < best - _CITE_MARGIN or len(out) >= _MAX_CITED:
+        if score < best - _CITE_MARGIN:
             break
-        if overlap[i] > 0 and all(spans[i].node_id != n for _, n, _ in out):
-            out.append((spans[i].text, spans[i].node_id, round(score, 4)))
-    return out
+        node_id = spans[i].node_id
+        if overlap[i] == 0 or (node_id not in quoted and len(quoted) >= _MAX_CITED):
+            continue
+        if node_id not in quoted:
+            quoted[node_id] = (i, score)
+        elif _ASKS.search(spans[quoted[node_id][0]].text) and not _ASKS.search(spans[i].text):
+            quoted[node_id] = (i, quoted[node_id][1])
+    out = [(spans[i].text, node_id, round(score, 4)) for node_id, (i, score) in quoted.items()]
+    return sorted(out, key=lambda found: bool(_ASKS.search(found[0])))
 
 
-_ASKS = re.compile(r"\?[\"”’')\]]*\s*$")  # a sentence that asks states nothing
-
-
-def _evidence(
+def _stating(
     payload: Payload, question: str, spans: list[Span], meaning: list[float], ignore: set[str]
-) -> list[Span]:
-    """The statements holding a question term other than `ignore`d ones, best first down to
-    `_CITE_MARGIN` below the best: the passages that state what was asked. A question states
-    nothing, and neither does a line naming its own node (a summary's "Project … “title”")."""
+) -> list[tuple[Span, float, float]]:
+    """(span, score, share of the question's terms held) of every statement holding a question
+    term other than `ignore`d ones, best first. A question states nothing, and neither does a
+    line naming its own node (a summary's "Project … “title”")."""
     overlap = _overlaps(question, spans, ignore)
-    stating = [
-        (spans[i], score)
+    return [
+        (spans[i], score, overlap[i])
         for i, score in _ranked(spans, meaning, overlap)
         if overlap[i] > 0
         and not _ASKS.search(spans[i].text)
         and _label(payload, spans[i].node_id) not in spans[i].text
     ]
-    return [span for span, score in stating if score >= stating[0][1] - _CITE_MARGIN]
+
+
+def _evidence(stating: list[tuple[Span, float, float]]) -> list[Span]:
+    """The statements that state what was asked: the best down to `_CITE_MARGIN` below it."""
+    return [span for span, score, _ in stating if score >= stating[0][1] - _CITE_MARGIN]
+
+
+def _said_of_another(person: str, whom: list[set[str]]) -> set[str]:
+    """Whom the evidence is said of instead of `person` (`whom`: each statement's people, best
+    first): the best statement about anyone is about others and more statements are about others
+    than about `person`; empty when it is not so."""
+    best = next((who for who in whom if who), set())
+    mine = sum(person in who for who in whom)
+    others = sum(bool(who - {person}) for who in whom)
+    return set() if person in best or others <= mine else best
 
 
 def _off_subject(
@@ -536,12 +559,19 @@ def _off_subject(
     more of them are about others than about that person (a speaker's own passing remark on the
     topic does not outweigh the other speaker telling it). Those passages are found without the
     name, whose words and meaning would favour whatever that person said about anything.
-    Evidence about no one in particular decides nothing, and a question naming no one, or two
-    people, is not judged by person."""
+
+    A sentence of a turn with no personal cue ("The kids loved it and it was a nice way to relax
+    after the road trip") is then read as its speaker's, and decides the same way — but only when
+    no statement of the person asked (by them or about them) holds more than `_KEEP_SHARE` of the
+    question's weighted terms the best statement of the others holds: a cue-less reply echoing
+    the listener's topic ("Sounds special, those beach trips!") is the speaker's only when the
+    listener's own words on it were not retrieved. A line with no speaker (a facet, a summary's
+    own line) is about no one in particular and decides nothing; a question naming no one, or
+    two people, is not judged by person."""
     people = subject.speakers
     naming = [w for w in re.findall(r"\S+", question) if named(w.strip("?!.,;:"), people)]
     names = {t for w in naming for t in terms(w)} | {t for p in people for t in terms(p)}
-    evidence = _evidence(payload, question, spans, meaning, names)
+    evidence = _evidence(_stating(payload, question, spans, meaning, names))
     if not evidence:
         return None
     if subject.places:
@@ -552,14 +582,35 @@ def _off_subject(
         return None
     (person,) = subject.people
     rest = " ".join(w for w in question.split() if w not in naming)
-    evidence = _evidence(payload, question, spans, _meanings(rest, spans), names)
-    abouts = [about(span, people) for span in evidence]
-    best = next((who for who in abouts if who), set())
-    mine = sum(person in who for who in abouts)
-    others = sum(bool(who - {person}) for who in abouts)
-    if person in best or others <= mine:
+    stating = _stating(payload, question, spans, _meanings(rest, spans), names)
+    evidence = _evidence(stating)
+    other = _said_of_another(person, [about(span, people) for span in evidence])
+    if not other:
+        whose = {span: about(span, people) or {span.speaker} - {""} for span, _, _ in stating}
+        mine, theirs = (_held(person, stating, whose, of_person) for of_person in (True, False))
+        if mine <= _KEEP_SHARE * theirs:
+            other = _said_of_another(person, [whose[span] for span in evidence])
+    if not other:
         return None
-    return f"what the memory holds on this is said of {' and '.join(sorted(best))}, not {person}."
+    return f"what the memory holds on this is said of {' and '.join(sorted(other))}, not {person}."
+
+
+def _held(
+    person: str,
+    stating: list[tuple[Span, float, float]],
+    whose: dict[Span, set[str]],
+    of_person: bool,
+) -> float:
+    """The largest share of the question's terms one statement holds, among the statements of
+    `person` (`of_person`) or among those of others."""
+    return max(
+        (
+            share
+            for span, _, share in stating
+            if whose[span] and (person in whose[span]) == of_person
+        ),
+        default=0.0,
+    )
 
 
 def _said_of(payload: Payload, subject: Subject, fields: list[str]) -> Payload | None:
