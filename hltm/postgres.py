@@ -20,21 +20,28 @@ import contextlib
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import psycopg
 from psycopg import errors as pg_errors
 
+from hltm.settings import without_password
+
 # The quoted parts of a statement (left as they are) and the rest (translated).
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
 _DOLLAR = re.compile(r"\$(\d+)")
+_ATTACH = re.compile(r"^\s*ATTACH\s+'((?:[^']|'')*)'\s+AS\s+(\w+)", re.IGNORECASE)
+_DETACH = re.compile(r"^\s*DETACH\s+(\w+)\s*$", re.IGNORECASE)
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+", re.IGNORECASE)
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(\(([^)]*)\))?", re.DOTALL)
 _RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
 _TYPES = (
     (re.compile(r"\bDOUBLE\b(?!\s+PRECISION)", re.IGNORECASE), "DOUBLE PRECISION"),
     (re.compile(r"\bBLOB\b", re.IGNORECASE), "BYTEA"),
+    # A text holds no NUL in PostgreSQL: the marker of a NULL inside a digest's input is U+0001.
+    (re.compile(r"\bchr\(0\)", re.IGNORECASE), "chr(1)"),
 )
 _local = threading.local()
 
@@ -86,8 +93,16 @@ class PostgresConnection:
         self.schema = schema
         self._cursor: psycopg.Cursor[Any] | None = None
         self._keys: dict[str, tuple[list[str], list[str]]] = {}
+        self.attached: dict[str, str] = {}  # DuckDB alias → the schema it names
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PostgresConnection:
+        if self._attach(sql):
+            self._cursor = None
+            return self
+        for alias, schema in self.attached.items():
+            sql = _outside_quotes(
+                sql, lambda t, a=alias, s=schema: re.sub(rf"\b{a}\.", f'"{s}".', t)
+            )
         sql, params = self._upsert(sql, params)
         text, values = translate(sql, params)
         try:
@@ -116,8 +131,24 @@ class PostgresConnection:
     def description(self) -> Any:
         return self._cursor.description if self._cursor else None
 
+    def _attach(self, sql: str) -> bool:
+        """`ATTACH 'store file' AS alias` of another server store: its schema, in the same
+        database, named by the alias until `DETACH alias` (nothing is sent)."""
+        if match := _ATTACH.match(sql):
+            from hltm.warehouse import server_store
+
+            server = server_store(match.group(1).replace("''", "'"))
+            if server is None:
+                raise ValueError(f"{match.group(1)} is not a store of the server profile")
+            self.attached[match.group(2)] = server[1]
+            return True
+        if match := _DETACH.match(sql):
+            return self.attached.pop(match.group(1), None) is not None
+        return False
+
     def close(self) -> None:
         """Leave the connection for the next use in this thread, with no transaction open."""
+        self.attached.clear()
         if self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             self.raw.execute("ROLLBACK")
 
@@ -177,17 +208,35 @@ def connection(url: str, schema: str) -> PostgresConnection:
     with contextlib.suppress(pg_errors.UniqueViolation):  # made by another process meanwhile
         raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     raw.execute(f'SET search_path TO "{schema}"')
-    if raw.execute("SELECT to_regprocedure('hash(text[])')").fetchone() == (None,):
-        with contextlib.suppress(pg_errors.UniqueViolation, pg_errors.InternalError):
-            raw.execute(_HASH)
+    for signature, definition in _FUNCTIONS:
+        if raw.execute("SELECT to_regprocedure(%s)", [signature]).fetchone() == (None,):
+            with contextlib.suppress(pg_errors.UniqueViolation, pg_errors.InternalError):
+                raw.execute(definition)
     pool[(url, schema)] = con = PostgresConnection(raw, schema)
     return con
 
 
-# DuckDB's `hash(a, b, …)` of text values: 64 bits of their MD5 (NULL and '' alike).
-_HASH = (
-    "CREATE FUNCTION hash(VARIADIC text[]) RETURNS bigint LANGUAGE sql IMMUTABLE AS"
-    " $$SELECT ('x' || substr(md5(array_to_string($1, chr(31), '')), 1, 16))::bit(64)::bigint$$"
+# DuckDB's functions the stores use, made in each schema: `hash(a, b, …)` of text values (64
+# bits of their MD5, NULL and '' alike), and the catalog's `duckdb_tables()` and
+# `duckdb_columns()` (a schema is the database an ATTACH names).
+_FUNCTIONS = (
+    (
+        "hash(text[])",
+        "CREATE FUNCTION hash(VARIADIC text[]) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$SELECT"
+        " ('x' || substr(md5(array_to_string($1, chr(31), '')), 1, 16))::bit(64)::bigint$$",
+    ),
+    (
+        "duckdb_tables()",
+        "CREATE FUNCTION duckdb_tables() RETURNS TABLE(database_name text, table_name text)"
+        " LANGUAGE sql STABLE AS $$SELECT table_schema::text, table_name::text"
+        " FROM information_schema.tables WHERE table_schema = current_schema()$$",
+    ),
+    (
+        "duckdb_columns()",
+        "CREATE FUNCTION duckdb_columns() RETURNS TABLE(table_name text, column_name text)"
+        " LANGUAGE sql STABLE AS $$SELECT table_name::text, column_name::text"
+        " FROM information_schema.columns WHERE table_schema = current_schema()$$",
+    ),
 )
 
 
@@ -228,3 +277,55 @@ def vacuum_full(url: str, schema: str) -> None:
 
 MISSING_TABLE = pg_errors.UndefinedTable
 OPERATIONAL = psycopg.OperationalError
+
+
+def copy_store(duckdb_path: Path, url: str, schema: str, replace: bool = False) -> dict[str, int]:
+    """Copy one DuckDB store (its sequences, tables with their keys, and rows) into `schema`;
+    the rows copied per table. A schema that already holds tables is refused unless `replace`
+    (then it is dropped first): a migration never mixes two stores."""
+    if schema_exists(url, schema):
+        if not replace:
+            raise FileExistsError(
+                f"the {schema} store at {without_password(url)} already holds tables: pass"
+                " --replace to drop them and copy again"
+            )
+        drop_store(url, schema)
+    target = connection(url, schema)
+    copied: dict[str, int] = {}
+    source = duckdb.connect(str(duckdb_path), read_only=True)
+    try:
+        sequences = source.execute("SELECT sql, last_value FROM duckdb_sequences()").fetchall()
+        tables = source.execute(
+            "SELECT table_name, sql FROM duckdb_tables() ORDER BY table_name"
+        ).fetchall()
+        target.execute("BEGIN")
+        for sql, last in sequences:
+            target.execute(sql)
+            if last is not None:
+                name = sql.split()[2]
+                target.execute("SELECT setval(?, ?)", [name, last])
+        for table, sql in tables:
+            target.execute(sql)
+            copied[table] = _copy_rows(source, target, table)
+        for (sql,) in source.execute("SELECT sql FROM duckdb_indexes()").fetchall():
+            target.execute(sql)
+        target.execute("COMMIT")
+    finally:
+        source.close()
+        target.close()
+    return copied
+
+
+def _copy_rows(source: duckdb.DuckDBPyConnection, target: PostgresConnection, table: str) -> int:
+    result = source.execute(f'SELECT * FROM "{table}"')
+    columns = ", ".join(f'"{d[0]}"' for d in result.description or [])
+    count = 0
+    with (
+        target.raw.cursor() as cursor,
+        cursor.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy,
+    ):
+        while batch := result.fetchmany(10_000):
+            for row in batch:
+                copy.write_row(row)
+            count += len(batch)
+    return count

@@ -26,13 +26,16 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 
 from hltm.errors import BUSY, DAMAGED, READ_ONLY, UNAVAILABLE, StoreError, disk_fault
 from hltm.settings import database_url, without_password
+
+if TYPE_CHECKING:
+    import polars as pl
 
 _LOCK_RETRIES = 20
 _LOCK_WAIT_S = 0.25
@@ -104,6 +107,24 @@ def change_token(path: Path | str) -> ChangeToken:
     return tuple(out)
 
 
+def migrate_to_server(data_dir: Path, replace: bool = False) -> dict[str, dict[str, int]]:
+    """Copy a data dir's DuckDB stores (`SERVER_STORES` present in it) into the server
+    profile's database (`HLTM_DATABASE_URL`); rows copied, by store and table. The files stay
+    as they were: the embedded profile still reads them until the setting is made."""
+    url = database_url()
+    if not url:
+        raise ValueError("HLTM_DATABASE_URL is not set: name the PostgreSQL database to copy to")
+    from hltm import postgres
+
+    copied = {}
+    for name, schema in SERVER_STORES.items():
+        path = Path(data_dir) / name
+        if path.exists():
+            with _server_faults(url, schema):
+                copied[schema] = postgres.copy_store(path, url, schema, replace)
+    return copied
+
+
 @contextmanager
 def _server_faults(url: str, schema: str) -> Iterator[None]:
     """A database that cannot be reached, as the `StoreError` of the store."""
@@ -114,8 +135,8 @@ def _server_faults(url: str, schema: str) -> Iterator[None]:
     except postgres.OPERATIONAL as err:
         raise StoreError(
             f"the {schema} store at {without_password(url)}",
-            f"the database cannot be used ({str(err).strip().splitlines()[0][:160]})",
-            "check that PostgreSQL is running and HLTM_DATABASE_URL names it",
+            f"PostgreSQL failed ({str(err).strip().splitlines()[0][:160]})",
+            "check that it is running and that HLTM_DATABASE_URL names it",
             UNAVAILABLE,
         ) from err
 
@@ -243,11 +264,18 @@ def _server_connection(url: str, schema: str, read_only: bool) -> Iterator[Any]:
         con.close()
 
 
-def table_exists(con: Any, name: str) -> bool:
+def table_exists(con: Any, name: str, database: str | None = None) -> bool:
+    """Whether table `name` is in the connection's store, or in the store attached to it as
+    `database` (`ATTACH … AS database`)."""
+    if database is None:
+        where, value = "table_schema = current_schema()", None
+    elif isinstance(con, duckdb.DuckDBPyConnection):
+        where, value = "table_catalog = ?", database
+    else:
+        where, value = "table_schema = ?", con.attached[database]
     row = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
-        " AND table_schema = current_schema()",
-        [name],
+        f"SELECT count(*) FROM information_schema.tables WHERE table_name = ? AND {where}",
+        [name] if value is None else [name, value],
     ).fetchone()
     return bool(row and row[0])
 
@@ -279,6 +307,31 @@ def insert_rows(
         f"{statement}{names} SELECT * FROM (SELECT {unnests})",
         [[_plain(row[i]) for row in rows] for i in range(width)],
     )
+
+
+class _ArrowStream:
+    """A polars frame as a plain Arrow C stream, which DuckDB scans without pyarrow installed."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
+def insert_frame(con: Any, statement: str, frame: pl.DataFrame, tail: str = "") -> None:
+    """``{statement} (frame's columns) <its rows> {tail}``: DuckDB scans the frame where it is
+    (Arrow), PostgreSQL gets its rows in one pipelined batch. `tail` is e.g. an ``ON CONFLICT``
+    clause, which both read alike."""
+    if not frame.height:
+        return
+    columns = ", ".join(frame.columns)
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        rows = _ArrowStream(frame)  # noqa: F841 - scanned by name in the SQL below
+        con.execute(f"{statement} ({columns}) SELECT {columns} FROM rows{tail}")
+    else:
+        values = ", ".join("?" * frame.width)
+        con.executemany(f"{statement} ({columns}) VALUES ({values}){tail}", frame.rows())
 
 
 def serialize_writers(con: Any, name: str) -> None:
