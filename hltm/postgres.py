@@ -17,6 +17,7 @@ is not paid per request.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ _TYPES = (
     (re.compile(r"\bchr\(0\)", re.IGNORECASE), "chr(1)"),
 )
 _local = threading.local()
+log = logging.getLogger(__name__)
 
 
 def _outside_quotes(sql: str, change: Any) -> str:
@@ -122,10 +124,18 @@ class PostgresConnection:
         return self
 
     def fetchone(self) -> tuple[Any, ...] | None:
-        return self._cursor.fetchone() if self._cursor else None
+        if self._cursor is None:
+            return None
+        if self._cursor.description is None:  # DuckDB answers a write with its row count
+            count = self._cursor.rowcount
+            return (count,) if count >= 0 else None
+        return self._cursor.fetchone()
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._cursor.fetchall() if self._cursor else []
+        if self._cursor is not None and self._cursor.description is not None:
+            return self._cursor.fetchall()
+        row = self.fetchone()
+        return [row] if row else []
 
     @property
     def description(self) -> Any:
@@ -264,7 +274,9 @@ def drop_store(url: str, schema: str) -> None:
 def vacuum_full(url: str, schema: str) -> None:
     """Rewrite every table of the store so a deleted row's bytes are in no page of it: a
     PostgreSQL delete only marks the row dead; `VACUUM FULL` writes a new file of the live
-    rows and removes the old one."""
+    rows and removes the old one. The planner's statistics sample column values too: they are
+    taken again from the live rows (`ANALYZE`), and their own table rewritten, which needs a
+    superuser or its owner (said in the log when the database refuses it)."""
     con = connection(url, schema)
     tables = con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = ?"
@@ -272,7 +284,16 @@ def vacuum_full(url: str, schema: str) -> None:
         [schema],
     ).fetchall()
     for (table,) in tables:
-        con.execute(f'VACUUM FULL "{schema}"."{table}"')
+        con.execute(f'VACUUM (FULL, ANALYZE) "{schema}"."{table}"')
+    try:
+        con.execute("VACUUM FULL pg_catalog.pg_statistic")
+    except pg_errors.InsufficientPrivilege:
+        log.warning(
+            "%s: the planner's statistics were taken again but their old rows stay until"
+            " PostgreSQL reuses the space: run `VACUUM FULL pg_catalog.pg_statistic` as a"
+            " superuser after a deletion",
+            without_password(url),
+        )
 
 
 MISSING_TABLE = pg_errors.UndefinedTable

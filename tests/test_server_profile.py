@@ -62,13 +62,14 @@ def _row(query_id: str, scope: str) -> dict[str, object]:
 
 
 def _table_files(server: LocalPostgres, settings: Settings, schema: str) -> list[Path]:
-    """The files of every table and index of one store's schema (heap, TOAST, indexes)."""
+    """The files of every table and index of one store's schema (heap, TOAST, indexes), and of
+    the planner's statistics, which keep sampled column values."""
     assert settings.database_url and server.root is not None
     with psycopg.connect(settings.database_url) as con:
         paths = con.execute(
             "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n"
-            " ON n.oid = c.relnamespace WHERE n.nspname IN (%s, 'pg_toast')"
-            " AND pg_relation_filepath(c.oid) IS NOT NULL",
+            " ON n.oid = c.relnamespace WHERE (n.nspname IN (%s, 'pg_toast')"
+            " OR c.relname = 'pg_statistic') AND pg_relation_filepath(c.oid) IS NOT NULL",
             [schema],
         ).fetchall()
     data = server.root / "data"
@@ -88,6 +89,9 @@ def test_the_query_log_keeps_reads_and_forgets_down_to_the_bytes(
     assert sorted(logged) == ["q1", "q2", "q3"]
     assert logged["q1"]["retrieved"]["facet"] == [f"{kept}#f1"]
 
+    with psycopg.connect(server_profile.database_url or "", autocommit=True) as con:
+        con.execute("ANALYZE query_log.query_log")  # as autovacuum does: values sampled
+        assert _sampled(con, "c1-s1-p2-deleted")
     late = _row("q4", gone)  # asked before the deletion, still queued somewhere
     assert forget_queries(derived, {gone}) == 2
     assert insert_query_rows(derived, [late]) == 0
@@ -98,12 +102,23 @@ def test_the_query_log_keeps_reads_and_forgets_down_to_the_bytes(
         con.execute("CHECKPOINT")  # the dead rows' pages are on disk before the compaction
     assert compact_query_log(derived)
     with psycopg.connect(server_profile.database_url or "", autocommit=True) as con:
+        assert not _sampled(con, "c1-s1-p2-deleted")
         con.execute("CHECKPOINT")
     files = _table_files(postgres_server, server_profile, "query_log")
     assert files
     id_bytes = re.compile(re.escape(b"c1-s1-p2-deleted"))
     assert not [f for f in files if id_bytes.search(f.read_bytes())]
     assert any(b"c1-s1-p1" in f.read_bytes() for f in files)  # the live row is where we look
+
+
+def _sampled(con: psycopg.Connection, value: str) -> bool:
+    """Whether the planner's statistics of the query log hold `value`."""
+    row = con.execute(
+        "SELECT count(*) FROM pg_stats WHERE schemaname = 'query_log' AND"
+        " (most_common_vals::text LIKE %s OR histogram_bounds::text LIKE %s)",
+        [f"%{value}%"] * 2,
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def test_tokens_resolve_and_a_revoke_is_seen_at_the_next_request(
