@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -208,8 +209,12 @@ class PostgresConnection:
 
 def connection(url: str, schema: str) -> PostgresConnection:
     """This thread's connection to `schema` of the database at `url` (made, with the schema,
-    on first use; made again if the server closed it)."""
+    on first use; made again if the server closed it, or in a forked child process, which must
+    not talk over its parent's socket)."""
     pool: dict[tuple[str, str], PostgresConnection] = getattr(_local, "connections", None) or {}
+    if getattr(_local, "pid", None) != os.getpid():  # a forked child: the parent's are not ours
+        pool = {}
+        _local.pid = os.getpid()
     _local.connections = pool
     con = pool.get((url, schema))
     if con is not None and not con.raw.closed and not con.raw.broken:

@@ -6,11 +6,14 @@ index), so every read below is PostgreSQL's.
   subtree; the leakage test finds no leak;
 * the HTTP endpoint answers every request while a writer holds the memory tree's rows in an
   open transaction (a DuckDB file answers 503 to readers of other processes meanwhile), and a
-  seat's token still reads its own subtree only.
+  seat's token still reads its own subtree only;
+* once a project's deletion returned, no file of the database (tables, indexes, TOAST, the
+  planner's statistics) holds a byte of its id, and its token is refused.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -21,10 +24,12 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
+from hltm.deletion import delete_everywhere
 from hltm.evaluation.memory.baselines import Baselines, RawCorpus
 from hltm.evaluation.memory.leakage import leakage_questions, run_leakage
-from hltm.query.access import create_token
+from hltm.query.access import create_token, identity_for_token
 from hltm.query.engine import QueryEngine
+from hltm.query.log import flush_pending
 from hltm.query.scope import Identity
 from hltm.serving.http import create_app
 from hltm.settings import DATABASE_URL_ENV, Settings
@@ -135,3 +140,26 @@ def test_the_migration_names_what_it_copied(server_world: Settings, tmp_path: Pa
         env.setenv("HLTM_DATA_DIR", str(tmp_path))
         unset = CliRunner().invoke(main, ["migrate-to-server"])
     assert unset.exit_code == 1 and "HLTM_DATABASE_URL is not set" in unset.output
+
+
+def test_a_deleted_project_leaves_no_byte_in_the_database(
+    built_world: BuiltWorld,  # noqa: F811
+    on_server: Settings,
+    postgres_server: LocalPostgres,
+) -> None:
+    """Last in the file: it deletes from the module's database."""
+    project = built_world.projects()[-1]
+    _, token = create_token(on_server.derived_db, Identity("project", project))
+    QueryEngine(on_server).ask(Identity("project", project), QUESTIONS[0])
+    flush_pending(on_server.derived_db)
+    delete_everywhere(on_server, "project", project)
+    assert identity_for_token(on_server.derived_db, token) is None
+    assert postgres_server.root is not None
+    with psycopg.connect(on_server.database_url or "", autocommit=True) as con:
+        con.execute("CHECKPOINT")
+        row = con.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        folder = postgres_server.root / "data" / "base" / str(row.fetchone()[0])  # type: ignore[index]
+    id_bytes = re.compile(rb"(?<![\w-])" + re.escape(project.encode()) + rb"(?![\w-])")
+    files = [f for f in folder.iterdir() if f.is_file()]
+    assert len(files) > 100  # every table, index and catalog of the database
+    assert not [f.name for f in files if id_bytes.search(f.read_bytes())]
