@@ -141,6 +141,7 @@ class LocalPostgres:
         return self.url
 
     def stop(self) -> None:
+        self.user = self.user or _service_user()
         if self.root is not None and (self.data_dir / "postmaster.pid").exists():
             self._run("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "fast", "-w")
 
@@ -151,6 +152,16 @@ class LocalPostgres:
         with psycopg.connect(self.url, autocommit=True) as con:
             con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             con.execute(f'CREATE DATABASE "{name}"')
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
+    def ensure_database(self, name: str) -> str:
+        """Database `name`, created if missing (its data kept otherwise); its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as con:
+            found = con.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+            if not found:
+                con.execute(f'CREATE DATABASE "{name}"')
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
     def drop_database(self, name: str) -> None:
