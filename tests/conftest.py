@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +116,8 @@ def postgres_server() -> Iterator[LocalPostgres]:
         pytest.skip(f"the server profile needs PostgreSQL: {err}")
     yield server
     server.stop()
+    if server.root is not None:
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 @pytest.fixture
