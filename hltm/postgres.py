@@ -146,12 +146,9 @@ class PostgresConnection:
         """`ATTACH 'store file' AS alias` of another server store: its schema, in the same
         database, named by the alias until `DETACH alias` (nothing is sent)."""
         if match := _ATTACH.match(sql):
-            from hltm.warehouse import server_store
-
-            server = server_store(match.group(1).replace("''", "'"))
-            if server is None:
-                raise ValueError(f"{match.group(1)} is not a store of the server profile")
-            self.attached[match.group(2)] = server[1]
+            # A store's schema is its embedded file's name without `.duckdb` (the warehouse's
+            # `SERVER_STORES`): derived.duckdb → derived.
+            self.attached[match.group(2)] = Path(match.group(1).replace("''", "'")).stem
             return True
         if match := _DETACH.match(sql):
             return self.attached.pop(match.group(1), None) is not None

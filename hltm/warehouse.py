@@ -57,7 +57,8 @@ _RECOVERY = {
 }
 
 
-# The stores a server profile keeps in PostgreSQL: the schema of each, by its embedded file's name.
+# The stores a server profile keeps in PostgreSQL: the schema of each (its file's name without
+# `.duckdb`, which an ATTACH of the file is also read as), by its embedded file's name.
 SERVER_STORES = {
     "sources.duckdb": "sources",
     "derived.duckdb": "derived",

@@ -5,7 +5,9 @@ fixture), through the same statements as the embedded DuckDB files.
   the log's table files once the compaction of a deletion returned (`VACUUM FULL`);
 * a token's identity is read there, and a revoke is seen from the next request on;
 * a reader never waits on a writer: a token is resolved while another connection holds an open
-  write transaction on the same table.
+  write transaction on the same table;
+* the refresh planner's join of the sources with the memory store (an ATTACH) reads the store's
+  schema.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from hltm.memory.changes import contracts_to_diff
+from hltm.memory.store import ensure_memory_schema
 from hltm.query.access import TokenCache, create_token, identity_for_token, revoke_token
 from hltm.query.log import (
     COLUMN_NAMES,
@@ -28,7 +32,8 @@ from hltm.query.log import (
 )
 from hltm.query.scope import Identity
 from hltm.settings import Settings
-from hltm.warehouse import store_exists
+from hltm.sources.ingest import ingest_directory
+from hltm.warehouse import connect, store_exists
 from hltm_devkit.postgres import LocalPostgres
 
 pytestmark = pytest.mark.xdist_group("postgres")
@@ -145,3 +150,17 @@ def test_a_reader_never_waits_on_a_writer(server_profile: Settings) -> None:
         writer.execute("UPDATE derived.api_tokens SET label = 'renamed'")  # held, uncommitted
         assert identity_for_token(derived, token, wait_s=0.2) == Identity("contract", "c1")
         assert TokenCache(derived).identity(token, wait_s=0.2) == Identity("contract", "c1")
+
+
+def test_the_sources_read_the_memory_store_through_an_attach(
+    server_profile: Settings, world_files: Path
+) -> None:
+    """The refresh's planner joins the sources with the memory store (`ATTACH` of its file on
+    DuckDB): on PostgreSQL the alias names the store's schema in the same database."""
+    ingest_directory(world_files, server_profile.sources_db)
+    with connect(server_profile.derived_db) as con:
+        ensure_memory_schema(con)
+    with connect(server_profile.sources_db) as sources:
+        every = {r[0] for r in sources.execute("SELECT contract_id FROM contracts").fetchall()}
+        assert contracts_to_diff(sources, server_profile.derived_db, 0, set()) == every
+        assert not sources.attached  # detached again
