@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export HLTM_DATA_DIR ?= $(CURDIR)/data
 PORT ?= 3000
 
-.PHONY: setup demo test lint ui ui-check bench clean
+.PHONY: setup demo test lint ui ui-check bench clean stack stack-down
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,14 @@ test: setup  ## lint, check the import contracts, build the docs, validate the c
 	$(BIN)/mkdocs build --strict --quiet
 	$(BIN)/dagster definitions validate -m hltm_dagster.definitions
 	$(BIN)/python -m pytest
+
+# The server profile on this machine (docs/deployment.md): PostgreSQL, the Chroma server, the
+# Dagster code server, daemon and webserver, and two `hltm serve`, each its own process.
+stack: setup  ## the production topology on one machine, in $(HLTM_DATA_DIR).stack/
+	$(BIN)/hltm stack up
+
+stack-down:
+	$(BIN)/hltm stack down
 
 # `dg dev` runs the project of pyproject's [tool.dg] from .venv (VIRTUAL_ENV says it is the one
 # in use); --no-check-yaml: the project has no component YAML to check.

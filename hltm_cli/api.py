@@ -30,6 +30,7 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
         mask,
         read_env,
         set_in_env,
+        without_password,
     )
 
     core = settings()
@@ -37,6 +38,8 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
     for f in fields(core):
         value = getattr(core, f.name)
         secret = bool(_SECRET_WORDS & set(f.name.split("_")))
+        if f.name == "database_url" and value:
+            value = without_password(value)
         out["core"][CORE_FIELD_ENV[f.name]] = {
             "field": f.name,
             "value": mask(value) if secret else _shown(value),

@@ -43,11 +43,12 @@ def _require_vacancies(vacancy_ids: list[str]) -> None:
         return
     from hltm.judge.data import load_vacancies
     from hltm.judge.journal import journal_entries
+    from hltm.warehouse import store_exists
 
     cfg = settings()
 
     def in_sources(ids: list[str] | None) -> set[str]:
-        if not cfg.sources_db.exists():
+        if not store_exists(cfg.sources_db):
             return set()
         return {v.vacancy_id for v in load_vacancies(cfg.sources_db, ids)}
 
@@ -132,14 +133,14 @@ def _top_lines(vacancy_id: str, top: int = 3, quotes: int = 2) -> list[str]:
     with connect(cfg.derived_db) as con:
         ensure_judge_schema(con)
         rows = con.execute(
-            "SELECT r.rank, r.resume_id, r.overall, s.actual_role, s.verdict FROM rankings r"
+            "SELECT DISTINCT ON (r.rank) r.rank, r.resume_id, r.overall, s.actual_role,"
+            " s.verdict FROM rankings r"
             " JOIN ranking_journal j ON j.seq = r.journal_seq"
             " LEFT JOIN judge_scores s ON s.vacancy_id = r.vacancy_id"
             " AND s.resume_id = r.resume_id AND s.vacancy_version = j.vacancy_version"
             " AND s.model = j.model AND s.prompt_version = j.prompt_version"
             " WHERE r.vacancy_id = ?"
-            " QUALIFY row_number() OVER (PARTITION BY r.rank ORDER BY s.created_at DESC) = 1"
-            " ORDER BY r.rank LIMIT ?",
+            " ORDER BY r.rank, s.created_at DESC NULLS LAST LIMIT ?",
             [vacancy_id, top],
         ).fetchall()
     lines = []

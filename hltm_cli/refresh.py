@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from hltm.warehouse import connect
+from hltm.warehouse import connect, store_exists
 from hltm_cli.common import settings, uses_data
 from hltm_cli.dagster_runs import dagster_home
 from hltm_cli.demo import build_memory, calibrate_all, print_summary, run_step
@@ -34,7 +34,7 @@ def refresh(budget: int, workers: int) -> None:
     from hltm_cli.judge import demo_judge
 
     cfg = settings()
-    if not cfg.sources_db.exists():
+    if not store_exists(cfg.sources_db):
         raise click.ClickException(f"no sources yet ({cfg.sources_db}): run `hltm ingest DIR`")
     click.echo(f"dagster instance: {dagster_home()}   LLM: {cfg.llm_backend}")
     steps = [

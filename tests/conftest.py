@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,8 +15,10 @@ from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
 from hltm.settings import (
+    DATABASE_URL_ENV,
     E5_ONNX_BACKEND,
     REALDATA_SOURCES_HINT,
+    REQUIRE_POSTGRES_ENV,
     REQUIRE_REALDATA_ENV,
     Settings,
     realdata_dir,
@@ -21,6 +26,7 @@ from hltm.settings import (
 from hltm.sources.ingest import ingest_directory
 from hltm_dagster import ACCEPTED_BETA_WARNINGS
 from hltm_devkit.generator import WorldSize, generate_world
+from hltm_devkit.postgres import LocalPostgres, PostgresUnavailable
 
 # Small enough for fast tests, big enough for every kind of node, trap and label.
 SMALL_WORLD = WorldSize(
@@ -94,6 +100,39 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("HLTM_EMBEDDINGS", E5_ONNX_BACKEND)
     monkeypatch.delenv("CHROMA_HOST", raising=False)
     return Settings.from_env()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[LocalPostgres]:
+    """This machine's PostgreSQL, started once for the session's server-profile tests (group
+    `postgres`: one worker starts it). Without it they skip with what to install, and fail
+    instead under `HLTM_REQUIRE_POSTGRES=1` (CI)."""
+    server = LocalPostgres(durable=False)
+    try:
+        server.start()
+    except PostgresUnavailable as err:
+        if os.environ.get(REQUIRE_POSTGRES_ENV) == "1":
+            pytest.fail(f"{REQUIRE_POSTGRES_ENV}=1 and PostgreSQL cannot start: {err}")
+        pytest.skip(f"the server profile needs PostgreSQL: {err}")
+    yield server
+    server.stop()
+    if server.root is not None:
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
+@pytest.fixture
+def server_profile(
+    postgres_server: LocalPostgres, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Settings]:
+    """`settings` on the server profile: its stores in a database of their own (dropped after)."""
+    name = f"t{os.getpid()}_{next(_databases)}"
+    url = postgres_server.create_database(name)
+    monkeypatch.setenv(DATABASE_URL_ENV, url)
+    yield Settings.from_env()
+    postgres_server.drop_database(name)
+
+
+_databases = itertools.count()
 
 
 @pytest.fixture(scope="session")

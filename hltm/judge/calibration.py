@@ -44,7 +44,7 @@ from hltm.judge.roles import level_from_title, title_evidence, vacancy_role
 from hltm.memory import lexicon as lx
 from hltm.query.boundary import NodeView, ScopedMemory
 from hltm.query.scope import Identity, resolve_scope
-from hltm.warehouse import connect, insert_rows, table_exists
+from hltm.warehouse import connect, insert_rows, store_exists, table_exists
 
 __all__ = [
     "CALIBRATION_TABLE",
@@ -418,7 +418,7 @@ def load_calibrations(
     ``read_only``; a run reads with the same kind of connection as its writes (DuckDB refuses
     two configurations of one file in a process)."""
     path = Path(derived_db)
-    if not path.exists():
+    if not store_exists(path):
         return {}
     with connect(path, read_only=read_only) as con:
         if not table_exists(con, CALIBRATION_TABLE):

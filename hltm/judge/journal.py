@@ -132,7 +132,7 @@ def config_gate(
         "SELECT coalesce(sum(mandatory_quotes), 0), coalesce(sum(mandatory_survived), 0) FROM"
         " (SELECT mandatory_quotes, mandatory_survived FROM judge_scores"
         "  WHERE model = ? AND prompt_version = ?"
-        "  ORDER BY created_at DESC, vacancy_id, resume_id, resume_hash LIMIT ?)",
+        "  ORDER BY created_at DESC, vacancy_id, resume_id, resume_hash LIMIT ?) AS recent",
         [config.model, config.prompt_version, window],
     ).fetchone()  # type: ignore[misc]
     return gate_decision(int(quotes), int(survived), min_survival)
@@ -566,8 +566,8 @@ def _latest_rows(
 ) -> list[tuple[Any, ...]]:
     """The live journal row of each vacancy (or of the given ones), as stored."""
     sql = (
-        f"SELECT {_COLUMNS} FROM ranking_journal WHERE vacancy_id IS NOT NULL"
-        " QUALIFY row_number() OVER (PARTITION BY vacancy_id ORDER BY seq DESC) = 1"
+        f"SELECT DISTINCT ON (vacancy_id) {_COLUMNS} FROM ranking_journal"
+        " WHERE vacancy_id IS NOT NULL ORDER BY vacancy_id, seq DESC"
     )
     params: list[Any] = []
     if vacancy_ids is not None:

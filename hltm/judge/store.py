@@ -81,7 +81,7 @@ _DDL = (
 # Binds only if every judge table exists, the journal with its redaction column.
 _SCHEMA_PROBE = (
     "SELECT 1 FROM judge_pools, judge_scores, judge_failures, rankings,"
-    " (SELECT vacancy_commit FROM ranking_journal) LIMIT 0"
+    " (SELECT vacancy_commit FROM ranking_journal) AS journal LIMIT 0"
 )
 
 

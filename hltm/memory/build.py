@@ -65,7 +65,7 @@ from hltm.memory.tree import (
     close_over_ancestors,
     plan_changes,
 )
-from hltm.warehouse import connect
+from hltm.warehouse import connect, store_exists
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class MemoryBuilder:
         return version_config(self.llm.model, self.hints, self.config)
 
     def tree(self) -> Tree:
-        if not self.sources_db.exists():
+        if not store_exists(self.sources_db):
             return Tree({}, {}, {}, {})
         with connect(self.sources_db, read_only=True) as con:
             source = read_tree(con)

@@ -26,7 +26,8 @@ from hltm.memory.models import node_id_for
 from hltm.memory.store import MEMORY_TABLE, read_built, table_exists
 from hltm.memory.tree import BuiltNode, Plan, Tree, VersionConfig, plan_changes
 from hltm.sources.ingest import DEPARTURES_TABLE, TREE_OWNERS
-from hltm.warehouse import connect
+from hltm.warehouse import connect, store_exists
+from hltm.warehouse import table_exists as table_in_store
 
 BUCKET = "substr(md5(contract_id), 1, 2)"
 BUCKETS = tuple(f"{i:02x}" for i in range(256))
@@ -77,13 +78,13 @@ def change_mark(con: duckdb.DuckDBPyConnection) -> int | None:
     newest = " UNION ALL ".join(
         f"SELECT max(change_seq) AS n FROM {t}" for t in (*_LOGGED_TABLES, DEPARTURES_TABLE)
     )
-    row = con.execute(f"SELECT coalesce(max(n), 0) FROM ({newest})").fetchone()
+    row = con.execute(f"SELECT coalesce(max(n), 0) FROM ({newest}) AS newest").fetchone()
     return int(row[0]) if row else 0
 
 
 def store_digests(derived_db: Path) -> dict[str, str]:
     """Bucket → digest of the stored (node id, version) pairs of the bucket's contracts."""
-    if not derived_db.exists():
+    if not store_exists(derived_db):
         return {}
     with connect(derived_db, read_only=True) as con:
         if not table_exists(con, MEMORY_TABLE):
@@ -118,16 +119,12 @@ def contracts_to_diff(
             [sorted(buckets)],
         ).fetchall()
     }
-    if not derived_db.exists():
+    if not store_exists(derived_db):
         return contracts
     path = str(derived_db).replace("'", "''")
     sources.execute(f"ATTACH '{path}' AS {_STORE} (READ_ONLY)")
     try:
-        has_store = sources.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = ?",
-            [_STORE, MEMORY_TABLE],
-        ).fetchone()
-        if not has_store or not has_store[0]:
+        if not table_in_store(sources, MEMORY_TABLE, database=_STORE):
             return contracts
         levels = (("contract", ids[0]), ("seat", ids[1]), ("project", ids[2]))
         node_ids = [node_id_for(level, i) for level, group in levels for i in group]
@@ -170,7 +167,7 @@ def diff_contracts(
     scope = None if contract_ids is None else sorted(contract_ids)
     tree = Tree.from_sources(read_tree(sources, contract_ids=scope), config)
     built: dict[str, BuiltNode] = {}
-    if derived_db.exists() and scope != []:
+    if store_exists(derived_db) and scope != []:
         with connect(derived_db, read_only=True) as con:
             built = read_built(con, contract_ids=scope)
     return ScopedDiff(tree, built, plan_changes(tree, built))

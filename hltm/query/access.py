@@ -19,8 +19,7 @@ from pathlib import Path
 import duckdb
 
 from hltm.query.scope import MEMORY_TABLE, Identity
-from hltm.query.snapshot import FileToken, file_token
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import ChangeToken, change_token, connect, store_exists, table_exists
 
 TOKENS_TABLE = "api_tokens"
 TOKEN_PREFIX = "hltm_"
@@ -56,14 +55,14 @@ def _ensure(con) -> None:  # type: ignore[no-untyped-def]
 def known_ids(level: str, derived_db: Path | str, sources_db: Path | str | None = None) -> set[str]:
     """The ids of every contract / seat / project (`level`) the memory or the sources hold."""
     ids: set[str] = set()
-    if Path(derived_db).exists():
+    if store_exists(derived_db):
         with connect(derived_db) as con:
             if table_exists(con, MEMORY_TABLE):
                 rows = con.execute(
                     f"SELECT node_id FROM {MEMORY_TABLE} WHERE level = ?", [level]
                 ).fetchall()
                 ids |= {str(r[0]).split(":", 1)[1] for r in rows}
-    if sources_db is not None and Path(sources_db).exists():
+    if sources_db is not None and store_exists(sources_db):
         table = _SOURCE_TABLE[level]
         with connect(sources_db) as con:
             if table_exists(con, table):
@@ -146,7 +145,7 @@ class TokenCache:
         self.db = Path(db)
         self.max_entries = max_entries
         self._known: dict[str, Identity] = {}
-        self._token: FileToken | None = None
+        self._token: ChangeToken | None = None
         self._lock = threading.Lock()
         self._recheck_lock = threading.Lock()  # one re-check at a time
 
@@ -154,7 +153,7 @@ class TokenCache:
         if not token:
             return None
         digest = _digest(token)
-        seen = file_token(self.db)
+        seen = change_token(self.db)
         if seen != self._token and not self._recheck(seen, wait_s):
             # Another request is re-checking the known tokens against this change: answer as of
             # the state before it, as if this request had come a moment earlier.
@@ -172,7 +171,7 @@ class TokenCache:
                 self._known[digest] = identity
         return identity
 
-    def _recheck(self, seen: FileToken, wait_s: float | None) -> bool:
+    def _recheck(self, seen: ChangeToken, wait_s: float | None) -> bool:
         """Keep the known tokens still active as of (at least) the file state `seen`; False,
         without waiting, if another request is re-checking them now."""
         if not self._recheck_lock.acquire(blocking=self._token is None):

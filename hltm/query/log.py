@@ -48,7 +48,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hltm.errors import DAMAGED, StoreError
-from hltm.warehouse import connect, insert_rows, rewrite_live_rows
+from hltm.warehouse import (
+    connect,
+    insert_rows,
+    rewrite_live_rows,
+    serialize_writers,
+    store_exists,
+)
 
 if TYPE_CHECKING:
     from hltm.query.engine import QueryResult
@@ -109,10 +115,20 @@ _ADDED_LATER = ("status", "mapped_citations")
 def ensure_query_log(con: Any) -> None:
     columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS {QUERY_LOG_TABLE} ({columns})")
-    # Logs written before these columns existed gain them (NULL on their old rows).
+    # Logs written before these columns existed gain them (NULL on their old rows). Only a
+    # missing one is altered: in PostgreSQL an ALTER locks out the log's readers.
+    present = {
+        row[0]
+        for row in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?"
+            " AND table_schema = current_schema()",
+            [QUERY_LOG_TABLE],
+        ).fetchall()
+    }
     for name in _ADDED_LATER:
-        kind = dict(_COLUMNS)[name]
-        con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN IF NOT EXISTS {name} {kind}")
+        if name not in present:
+            kind = dict(_COLUMNS)[name]
+            con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} ADD COLUMN IF NOT EXISTS {name} {kind}")
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {FORGOTTEN_TABLE}"
         " (node_key VARCHAR NOT NULL, forgotten_at TIMESTAMP NOT NULL)"
@@ -256,6 +272,7 @@ def insert_query_rows(
 
     def insert(con: Any) -> int:
         con.execute("BEGIN TRANSACTION")
+        serialize_writers(con, FORGOTTEN_TABLE)
         forgotten = _forgetting(con)
         oldest = _now() - FORGET_WINDOW
         kept = [r for r in rows if not _is_forgotten(r, forgotten, oldest)]
@@ -416,7 +433,7 @@ def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dic
     """Logged queries, newest first, JSON columns decoded (for pattern mining and the CLI);
     this process's queued rows are inserted first."""
     flush_pending(derived_db)
-    if not log_path(derived_db).exists():
+    if not store_exists(log_path(derived_db)):
         return []
     sql = f"SELECT {', '.join(COLUMN_NAMES)} FROM {QUERY_LOG_TABLE} ORDER BY asked_at DESC"
     if limit:
@@ -446,14 +463,15 @@ def forget_queries(derived_db: Path | str, nodes: set[str]) -> int:
     A deletion wins over every write still on its way, in any process: in the same transaction
     the nodes are recorded as forgotten (by hash, with the moment), and every insert reads that
     record in its own transaction and drops the rows asked before it that name them
-    (`insert_query_rows`). The file's lock orders the two, so a row is either in the file when
-    the deletion deletes it, or checked against the record when it is inserted. The record
-    outlives any queued row: a row older than `FORGET_WINDOW` is dropped, not inserted."""
+    (`insert_query_rows`). The file's lock (on the server profile, an advisory lock:
+    `serialize_writers`) orders the two, so a row is either in the log when the deletion deletes
+    it, or checked against the record when it is inserted. The record outlives any queued row: a row older than `FORGET_WINDOW` is dropped, not inserted."""
     if not nodes:
         return 0
 
     def forget(con: Any) -> int:
         con.execute("BEGIN TRANSACTION")
+        serialize_writers(con, FORGOTTEN_TABLE)
         _forgetting(con)  # expired records go
         now = _now()
         insert_rows(
@@ -483,4 +501,4 @@ def compact_query_log(derived_db: Path | str) -> bool:
     elsewhere in this process. A missing file needs nothing."""
     path = log_path(derived_db)
     with _file_lock(path):
-        return not path.exists() or rewrite_live_rows(path)
+        return not store_exists(path) or rewrite_live_rows(path)

@@ -3,7 +3,7 @@
 Opening a DuckDB file costs about 25 ms of CPU (DuckDB starts a database instance), and keeping
 it open would lock out the one writer process (the memory build). So the query path reads
 `node_id, level, contract_id, seat_id, project_id, version, item_count` of every node once, keeps
-them, and reads them again only when the file changes — judged by `file_token`, the stat (inode,
+them, and reads them again only when the file changes — judged by `change_token`, the stat (inode,
 size, mtime) of the file and of its write-ahead log, which every committed write changes — and
 the tree with it: most writes to the file are not to the tree (a judge run writes it for
 minutes), so a changed file is first asked for the tree's `fingerprint` (one aggregate,
@@ -18,7 +18,6 @@ exactly as its SQL does.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
@@ -30,26 +29,12 @@ import duckdb
 
 from hltm.memory.store import INCOMPLETE_TABLE
 from hltm.query.scope import MEMORY_TABLE
-from hltm.warehouse import connect
+from hltm.warehouse import ChangeToken, change_token, connect
 
-FileToken = tuple[tuple[int, int, int] | None, ...]
 NODE_COLUMNS = (
     "node_id, level, contract_id, seat_id, project_id, label, version, facets, qa,"
     " summary_long, summary_short"
 )
-
-
-def file_token(path: Path | str) -> FileToken:
-    """Changes whenever a DuckDB file (or its WAL) is written, replaced or removed."""
-    out = []
-    for name in (str(path), f"{path}.wal"):
-        try:
-            st = os.stat(name)
-        except FileNotFoundError:
-            out.append(None)
-            continue
-        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -189,7 +174,7 @@ class TreeIndex:
         self.max_decoded = max_decoded
         self.reloads = 0
         self._snapshot = TreeSnapshot()
-        self._token: FileToken | None = None
+        self._token: ChangeToken | None = None
         self._fingerprint: tuple[Any, ...] | None = None
         self._contents: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()
         self._decoded: OrderedDict[tuple[str, str], NodeView] = OrderedDict()
@@ -201,13 +186,13 @@ class TreeIndex:
         another thread re-reads it, the last snapshot is returned, as if this call had come
         a moment earlier: most changes are not to the tree (the judge's tables), and profiled
         under 50 clients, every query waiting on each re-check cost a fifth of the time."""
-        token = file_token(self.derived_db)
+        token = change_token(self.derived_db)
         if token == self._token:
             return self._snapshot
         if not self._reload_lock.acquire(blocking=self._token is None):
             return self._snapshot
         try:
-            token = file_token(self.derived_db)
+            token = change_token(self.derived_db)
             if token != self._token:
                 if token[0] is None:
                     self.reloads += 1

@@ -17,7 +17,7 @@ from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
 from hltm.judge.journal import JournalEntry, ranking_as_of, ranking_problems
 from hltm.query.scope import Identity, ScopeError
-from hltm.warehouse import connect, table_exists
+from hltm.warehouse import connect, store_exists, table_exists
 
 _OWNERSHIP_SQL = (
     "SELECT p.project_id, s.seat_id, s.contract_id FROM vacancies v"
@@ -63,7 +63,7 @@ def vacancy_owner(
 
     Its version key is the one the judge ranks under, calibration included: pass `derived_db`,
     or a calibrated vacancy's ranking never reads as current."""
-    if not Path(sources_db).exists():
+    if not store_exists(sources_db):
         return None
     with connect(sources_db, read_only=True) as con:
         if not all(table_exists(con, t) for t in ("vacancies", "projects", "seats")):

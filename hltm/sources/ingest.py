@@ -62,7 +62,7 @@ from hltm.sources.reading import (
 from hltm.sources.report import IngestReport, TableReport
 from hltm.sources.schema import LOAD_ORDER, TABLES, TABLES_BY_NAME, Table
 from hltm.sources.validation import reasons
-from hltm.warehouse import connect, store_fault
+from hltm.warehouse import connect, insert_frame, store_exists, store_fault
 
 CHANGE_SEQUENCE = "source_change_seq"
 DEPARTURES_TABLE = "source_departures"
@@ -103,16 +103,6 @@ def ensure_sources_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS line INTEGER")
     con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS resolved_at TIMESTAMP")
     con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS source_hash VARCHAR")
-
-
-class _ArrowStream:
-    """A polars frame as a plain Arrow C stream, which DuckDB scans without pyarrow installed."""
-
-    def __init__(self, frame: pl.DataFrame) -> None:
-        self.frame = frame
-
-    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
-        return self.frame.__arrow_c_stream__(requested_schema)
 
 
 def _keys(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
@@ -185,14 +175,14 @@ def _quarantine(
         },
         schema_overrides={"row_key": pl.Utf8, "line": pl.Int32},
     ).unique(["raw_hash", "reason"], keep="first", maintain_order=True)
-    bad_rows = _ArrowStream(frame)  # noqa: F841 - scanned by name in the SQL below
-    con.execute(
-        "INSERT INTO quarantine (table_name, row_key, reason, raw, raw_hash, source_file,"
-        " source_hash, quarantined_at, line) SELECT table_name, row_key, reason, raw, raw_hash,"
-        " source_file, source_hash, now(), line FROM bad_rows"
+    now = datetime.now(UTC).replace(tzinfo=None)
+    insert_frame(
+        con,
+        "INSERT INTO quarantine",
+        frame.with_columns(pl.lit(now, dtype=pl.Datetime("us")).alias("quarantined_at")),
         " ON CONFLICT (table_name, raw_hash, reason) DO UPDATE SET resolved_at = NULL,"
         " source_file = excluded.source_file, source_hash = excluded.source_hash,"
-        " line = excluded.line, row_key = excluded.row_key"
+        " line = excluded.line, row_key = excluded.row_key",
     )
     for r in rows:
         report.count(r["reason"], r["line"])
@@ -302,9 +292,7 @@ def _load_table(
         pl.lit(change, dtype=pl.Int64).alias("change_seq"),
     )
     if upserts.height:
-        columns = ", ".join(upserts.columns)
-        rows = _ArrowStream(upserts)  # noqa: F841 - scanned by name in the SQL below
-        con.execute(f"INSERT OR REPLACE INTO {table.name} ({columns}) SELECT {columns} FROM rows")
+        insert_frame(con, f"INSERT OR REPLACE INTO {table.name}", upserts)
 
 
 class OtherWorld(ValueError):
@@ -532,7 +520,7 @@ class Quarantined:
 
 def quarantined(sources_db: Path | str, include_resolved: bool = False) -> list[Quarantined]:
     """The open quarantine rows (and, asked, the resolved ones), by table, file and line."""
-    if not Path(sources_db).exists():
+    if not store_exists(sources_db):
         return []
     with connect(sources_db, read_only=True) as con:
         if not con.execute(

@@ -30,7 +30,7 @@ import dagster as dg
 from hltm.judge.calibration import load_calibrations
 from hltm.judge.data import vacancy_ids
 from hltm.memory.store import read_built
-from hltm.warehouse import connect
+from hltm.warehouse import connect, store_exists
 from hltm_dagster.defs.calibration.assets import calibrate_vacancies_job
 from hltm_dagster.defs.judge.assets import judge_refresh_job
 from hltm_dagster.defs.sources.assets import VACANCIES
@@ -121,7 +121,7 @@ def vacancy_changes(
     context: dg.SensorEvaluationContext, platform: PlatformResource
 ) -> dg.SensorResult | dg.SkipReason:
     sources_db, derived_db = platform.sources_db, platform.derived_db
-    if not sources_db.path.exists():
+    if not store_exists(sources_db.path):
         return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
     current = vacancy_ids(sources_db.path)
     requests = _partition_requests(context.instance, current)
@@ -177,7 +177,7 @@ def memory_calibration(
     context: dg.SensorEvaluationContext, platform: PlatformResource
 ) -> dg.SensorResult | dg.SkipReason:
     derived_db = platform.derived_db
-    if not derived_db.path.exists():
+    if not store_exists(derived_db.path):
         return dg.SkipReason(f"no derived store yet ({derived_db.path} does not exist)")
     calibrations = load_calibrations(derived_db.path, read_only=True)
     memory = _memory_versions(derived_db)

@@ -34,7 +34,7 @@ from hltm.memory.models import LEVELS, node_id_for, split_node_id
 from hltm.memory.store import degraded_nodes
 from hltm.memory.tree import Plan, Tree, close_over_ancestors, plan_changes
 from hltm.runlock import MEMORY_REFRESH
-from hltm.warehouse import connect
+from hltm.warehouse import connect, store_exists
 from hltm_dagster.defs.patterns.assets import MEMORY_HINTS_KEY
 from hltm_dagster.defs.sources.assets import source_key
 from hltm_dagster.resources import PlatformResource, WarehouseResource
@@ -54,7 +54,7 @@ REFRESH_TAG = "hltm/memory_refresh"
 
 
 def current_hints(derived_db: WarehouseResource, read_only: bool = False) -> Hints:
-    if read_only and not derived_db.path.exists():
+    if read_only and not store_exists(derived_db.path):
         return Hints()
     with connect(derived_db.path, read_only=read_only) as con:
         return load_hints(con)
@@ -469,7 +469,7 @@ def degraded_evaluation(platform: PlatformResource, level: str) -> dg.AssetCheck
     """`{level}_memories_not_degraded` on the store as it is."""
     derived_db = platform.derived_db.path
     bad = []
-    if derived_db.exists():
+    if store_exists(derived_db):
         with connect(derived_db) as con:
             bad = degraded_nodes(con, level)
     return dg.AssetCheckEvaluation(
@@ -481,7 +481,7 @@ def degraded_evaluation(platform: PlatformResource, level: str) -> dg.AssetCheck
             f"{len(bad)} degraded {level} node(s); first: {bad[0].node_id} {bad[0].why}"
             if bad
             else f"no degraded {level} node"
-            if derived_db.exists()
+            if store_exists(derived_db)
             else "no memory store yet"
         ),
         metadata={

@@ -10,6 +10,7 @@ import dagster as dg
 from hltm.memory.build import version_config
 from hltm.memory.models import LEVELS
 from hltm.memory.planner import plan_refresh
+from hltm.warehouse import store_exists
 from hltm_dagster.defs.memory.assets import (
     ASSET_KEYS,
     PARTITIONS,
@@ -72,7 +73,7 @@ def source_changes(
     context: dg.SensorEvaluationContext, platform: PlatformResource
 ) -> dg.SensorResult | dg.SkipReason:
     sources_db, derived_db = platform.sources_db, platform.derived_db
-    if not sources_db.path.exists():
+    if not store_exists(sources_db.path):
         return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
     instance = context.instance
     fail_dead_runs(instance, REFRESH_TAG)
