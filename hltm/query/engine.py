@@ -38,12 +38,14 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hltm.embeddings import CachedEmbedder, make_embedder
+from hltm.embeddings import SHORT_MEMO_LIMIT, CachedEmbedder, make_embedder, recall_short_texts
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
+from hltm.memory import lexicon as lx
 from hltm.query import tasks
 from hltm.query.boundary import Collections, ScopedMemory, SubtreeVectors
 from hltm.query.grounding import ungrounded
@@ -66,8 +68,8 @@ from hltm.query.scope import (
     resolve_scope,
     scope_from_paths,
 )
-from hltm.query.snapshot import TreeIndex
-from hltm.settings import Settings
+from hltm.query.snapshot import NodeRow, TreeIndex
+from hltm.settings import OFFLINE_BACKEND, Settings
 from hltm.vectors import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -320,12 +322,33 @@ class QueryEngine:
         probe = self.embed(["query warm-up"])
         encoding()
         self.tree.prefetch(self.db_wait_s)
-        rows = self.tree.snapshot(self.db_wait_s).rows.values()
+        rows = list(self.tree.snapshot(self.db_wait_s).rows.values())
+        self._recall_statements(self._stored_texts(rows), self.db_wait_s)
         contracts = sorted({row.contract_id for row in rows})
         self.collections.load(contracts, probe[0])
         for contract_id in contracts:
             scope = Scope(Identity("contract", contract_id), contract_id)
             self._memory(scope).prefetch_vectors(probe.shape[1])
+
+    def _recall_statements(self, texts: Iterable[str], wait_s: float | None) -> None:
+        """The offline answer compares the statements of its context's answers and summaries
+        with the question: their vectors, embedded by the memory build, are put in the memo
+        it reads (`hltm.embeddings.recall_short_texts`), so it embeds none of them again."""
+        if self.llm.backend_name == OFFLINE_BACKEND:
+            said = list(dict.fromkeys(s for text in texts for s in lx.statements(text)))
+            recall_short_texts(self.settings.derived_db, said, wait_s)
+
+    def _stored_texts(self, rows: list[NodeRow]) -> Iterator[str]:
+        """These nodes' answers and summaries, read a thousand nodes at a time, until there are
+        enough to fill half the statement memo (an answer holds a few statements)."""
+        given = 0
+        for start in range(0, len(rows), 1000):
+            if given >= SHORT_MEMO_LIMIT // 8:
+                return
+            for view in self.tree.contents(rows[start : start + 1000], self.db_wait_s).values():
+                texts = [q["answer"] for q in view.qa] + [view.summary_long or view.summary_short]
+                given += len(texts)
+                yield from texts
 
     def _memory(self, scope: Scope, levels: tuple[str, ...] | None = None) -> ScopedMemory:
         """The boundary for one query, over the engine's shared indexes and caches."""
@@ -497,6 +520,8 @@ class QueryEngine:
             return
 
         t0 = time.perf_counter()
+        texts = [q["answer"] for q in context["qa"]] + [s["summary"] for s in context["summaries"]]
+        self._recall_statements(texts, wait_s=0)  # a busy file is not waited for
         payload = {
             "question": question,
             "intent": result.intent,
