@@ -332,6 +332,7 @@ def make_embedder(settings: Settings, cache_db: Path | None = None) -> CachedEmb
 # question's own text is all the composer embeds.
 
 _SHORT_MEMO: dict[str, np.ndarray] = {}
+_SHORT_UNSTORED: set[str] = set()  # texts the persistent cache lacked when last read
 _SHORT_LOCK = threading.Lock()
 SHORT_MEMO_LIMIT = 200_000  # texts; the memo starts afresh past it
 _SHORT_MODEL = OnnxE5Embedder()
@@ -348,6 +349,7 @@ def remember_short_texts(keys: Sequence[str], vectors: Sequence[np.ndarray]) -> 
     with _SHORT_LOCK:
         if len(_SHORT_MEMO) + len(keys) > SHORT_MEMO_LIMIT:
             _SHORT_MEMO.clear()
+            _SHORT_UNSTORED.clear()  # a later build may have stored them
         _SHORT_MEMO.update(zip(keys, vectors, strict=True))
 
 
@@ -367,12 +369,13 @@ def recall_short_texts(
     cache_db: Path | str, texts: Sequence[str], wait_s: float | None = None
 ) -> int:
     """Put the vectors the persistent cache holds for these short texts (as the memory build
-    stored them) in the memo, in one read, for those the memo lacks; a file another process
-    keeps locked longer than `wait_s` is skipped (they are embedded when asked for). Returns
-    how many were read."""
+    stored them) in the memo, in one read, for those the memo lacks and the cache was not found
+    lacking before (a tree built without them is not read again at every answer); a file
+    another process keeps locked longer than `wait_s` is skipped (they are embedded when asked
+    for). Returns how many were read."""
     keys = list(dict.fromkeys(short_key(t) for t in texts))
     with _SHORT_LOCK:
-        keys = [k for k in keys if k not in _SHORT_MEMO]
+        keys = [k for k in keys if k not in _SHORT_MEMO and k not in _SHORT_UNSTORED]
     if not keys:
         return 0
     by_hash = {text_hash(k): k for k in keys}
@@ -381,6 +384,8 @@ def recall_short_texts(
     except DatabaseBusy:
         return 0
     remember_short_texts([by_hash[h] for h in found], list(found.values()))
+    with _SHORT_LOCK:
+        _SHORT_UNSTORED.update(k for h, k in by_hash.items() if h not in found)
     return len(found)
 
 

@@ -21,6 +21,7 @@ Anything left over is `ungrounded`; the engine then flags the answer `unsupporte
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -43,8 +44,9 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
-def _places(text: str) -> set[str]:
-    return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
+@functools.lru_cache(maxsize=4096)  # an answer's cited items recur across its scope's questions
+def _places(text: str) -> frozenset[str]:
+    return frozenset(name for name, _ in lx.find_terms(lx.LOCATIONS, text))
 
 
 def item_text(item: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -195,6 +196,12 @@ def _item_text(node: NodeView, hit: Hit) -> str | None:
     return node.summary_short
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _item_terms(text: str) -> tuple[str, ...]:
+    """An item's terms as BM25 reads them, split once per text (items recur across questions)."""
+    return tuple(terms(text)) or ("",)
+
+
 def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) -> list[Hit]:
     """The question's pool of items of every kind (the collapsed tree), re-scored by
     reciprocal-rank fusion of their cosine rank and their BM25 rank among the pool, best first:
@@ -210,7 +217,7 @@ def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) ->
     wanted = terms(question)
     if wanted:
         index = bm25s.BM25()
-        index.index([terms(text) or [""] for _, text in texts], show_progress=False)
+        index.index([list(_item_terms(text)) for _, text in texts], show_progress=False)
         order, scores = index.retrieve([wanted], k=len(texts), show_progress=False)
         for rank, (i, score) in enumerate(zip(order[0], scores[0], strict=True)):
             if score > 0:
