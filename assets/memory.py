@@ -90,6 +90,7 @@ def node_metadata(report: NodeReport) -> dict[str, Any]:
         "dropped_reasons": dg.MetadataValue.json(meta["dropped_reasons"]),
         "llm_calls": meta["llm_calls"],
         "llm_failed_calls": meta["llm_failed_calls"],
+        "llm_interrupted": meta["llm_interrupted"],
         "prompt_tokens": meta["prompt_tokens"],
         "completion_tokens": meta["completion_tokens"],
         "embedding_calls": meta["embedding_calls"],

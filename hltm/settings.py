@@ -203,7 +203,9 @@ def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
 
 JUDGE_ENV = {
     "budget": EnvVar("HLTM_JUDGE_BUDGET", int, "cold judge evaluations per run"),
-    "workers": EnvVar("HLTM_JUDGE_WORKERS", int, "parallel judge calls"),
+    "workers": EnvVar(
+        "HLTM_JUDGE_WORKERS", int, "parallel judge calls (0: as many as HLTM_LLM_CONCURRENCY)"
+    ),
     "extra_formal_patterns": EnvVar(
         "HLTM_JUDGE_FORMAL_PATTERNS", _lines, "extra formal-item regexes, one per line"
     ),

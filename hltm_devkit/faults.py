@@ -37,7 +37,11 @@ CONTENT_FAULTS = (
     "copies_all_sources",
     "neighbour_project",
     "neighbour_field",
+    "interrupted_stream",
+    "json_object_schema_only",
 )
+# Only a streamed answer can be cut off by the server (the others are answered whole).
+STREAM_FAULTS = ("interrupted_stream",)
 FAULT_KINDS = TRANSPORT_FAULTS + CONTENT_FAULTS
 ENDPOINTS = ("chat", "embeddings")
 DEFAULT_TIMEOUT_DELAY_S = 5.0
@@ -60,12 +64,22 @@ class Fault:
     retry_after_s: float | None = None
     served: int = 0
 
-    def applies_to(self, endpoint: str, text: str, response_format: str | None) -> bool:
+    def applies_to(
+        self, endpoint: str, text: str, response_format: str | None, streamed: bool = False
+    ) -> bool:
         if self.endpoint != endpoint or (self.times is not None and self.times <= 0):
             return False
         if self.kind == "reject_json_schema" and response_format != "json_schema":
             return False
+        if self.kind in STREAM_FAULTS and not streamed:
+            return False
         return self.match is None or self.match in text
+
+    def refuses(self, response_format: str | None) -> bool:
+        """Answered with an HTTP error before any generation (a streamed request included)."""
+        if self.kind == "json_object_schema_only":  # llama-cpp-python's server
+            return response_format == "json_schema"
+        return self.kind in REFUSING_FAULTS
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -337,6 +351,17 @@ def _repetition_loop(text: str, max_tokens: int) -> str:
     return start + line * max(1, room // count_tokens(line))
 
 
+def _unconstrained(answer: Any, task: Task[Any], payload: Any) -> str:
+    """What a small model wrote when no grammar held it to the schema: its input echoed back
+    (checked to miss the schema; else a plain violation of it)."""
+    echoed = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+    try:
+        task.output_model.model_validate_json(echoed)
+    except ValueError:
+        return echoed
+    return _violate_schema(answer, task)
+
+
 def render(
     kind: str | None,
     answer: Any,
@@ -365,6 +390,10 @@ def render(
         )
         answer = _copy_sources(answer, _allowed_sources(response_format, system))
     text = json.dumps(answer, ensure_ascii=False, sort_keys=True)
+    if kind == "json_object_schema_only" and protocol.format_type(response_format) != (
+        "json_object_schema"
+    ):
+        return _unconstrained(answer, task, payload), "stop", None
     if kind == "malformed_json":
         # Python's repr (single quotes): looks like JSON, parses as none, even salvaged.
         chatty = f"Sure! Here is the {task.schema_name} you asked for:\n{answer!r}\nHope it helps."

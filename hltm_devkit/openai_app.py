@@ -34,7 +34,6 @@ from hltm_devkit import protocol
 from hltm_devkit.faults import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_RETRY_AFTER_S,
-    REFUSING_FAULTS,
     Endpoint,
     Fault,
     FaultError,
@@ -52,8 +51,10 @@ class RequestRecord:
     schema: str | None
     fault: str | None
     status: int
-    response_format: str | None = None  # json_schema | json_object | None (plain text)
+    # json_schema | json_object_schema (json_object with a schema) | json_object | None (text)
+    response_format: str | None = None
     max_tokens: int | None = None
+    interrupted: bool = False  # a stream ended without a finish_reason
 
 
 @dataclass
@@ -63,13 +64,14 @@ class ServerStats:
     requests: int = 0  # chat + embedding requests received (control routes not counted)
     chat_requests: int = 0
     embedding_requests: int = 0
-    answered: int = 0  # chat completions served without a fault
+    answered: int = 0  # chat completions served whole without a fault
     rejected: int = 0  # errors not injected: bad requests (unknown schema, ...), handler bugs
     faults_served: int = 0
     faults_by_kind: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0  # as reported in `usage` of the chat completions sent
     completion_tokens: int = 0
     stacked: int = 0  # serial mode: chat requests that had to wait for one still generating
+    interrupted: int = 0  # streams ended without a finish_reason (a fault, or another request)
     peak_in_flight: int = 0  # most chat requests answered at once: overlap shown without a clock
     history: list[RequestRecord] = field(default_factory=list)
 
@@ -98,17 +100,24 @@ class _State:
         self.stats = ServerStats()
         self.last_request: dict[str, Any] | None = None
         self.in_flight = 0  # chat requests being answered (also those a client gave up on)
+        self.waiting = 0  # serial mode: chat requests waiting for the slot
 
     def add(self, fault: Fault) -> Fault:
         with self.lock:
             self.faults.append(fault)
         return fault
 
-    def take(self, endpoint: str, text: str, response_format: str | None = None) -> Fault | None:
+    def take(
+        self,
+        endpoint: str,
+        text: str,
+        response_format: str | None = None,
+        streamed: bool = False,
+    ) -> Fault | None:
         """The first pending fault matching this request, consumed once (a copy is returned)."""
         with self.lock:
             for fault in self.faults:
-                if fault.applies_to(endpoint, text, response_format):
+                if fault.applies_to(endpoint, text, response_format, streamed):
                     if fault.times is not None:
                         fault.times -= 1
                     fault.served += 1
@@ -133,7 +142,9 @@ class _State:
             self.stats.history.append(record)
             if record.status >= 400 and record.fault is None:
                 self.stats.rejected += 1
-            if record.endpoint == "chat" and record.fault is None and record.status == 200:
+            if record.interrupted:
+                self.stats.interrupted += 1
+            elif record.endpoint == "chat" and record.fault is None and record.status == 200:
                 self.stats.answered += 1
             if usage and record.endpoint == "chat":
                 self.stats.prompt_tokens += usage["prompt_tokens"]
@@ -144,10 +155,15 @@ class OpenAIApp:
     """Chat completions, embeddings and the fault and stats controls, served by `app` (Starlette);
     `LocalOpenAIServer` runs it on a port."""
 
-    def __init__(self, *, latency_s: float = 0.0, serial: bool = False) -> None:
+    def __init__(
+        self, *, latency_s: float = 0.0, serial: bool = False, interrupt_requests: bool = False
+    ) -> None:
         self.latency_s = latency_s
+        # Like llama-cpp-python's server by default: one slot, and a request that arrives while
+        # an answer streams ends that stream at once (`[DONE]`, no finish_reason).
+        self.interrupt_requests = interrupt_requests
         # Bound to the serving loop on first use (asyncio locks are loop-agnostic until then).
-        self._slot: asyncio.Lock | None = asyncio.Lock() if serial else None
+        self._slot: asyncio.Lock | None = asyncio.Lock() if serial or interrupt_requests else None
         self._state = _State()
         self._stopping = threading.Event()
         self._embedder: Any = None
@@ -236,7 +252,9 @@ class OpenAIApp:
                 return
             await asyncio.sleep(min(left, 0.05))
 
-    async def _transport_fault(self, fault: Fault | None) -> JSONResponse | None:
+    async def _transport_fault(
+        self, fault: Fault | None, response_format: str | None = None
+    ) -> JSONResponse | None:
         """Answer a 429/500 fault, or sleep out a timeout fault (then the caller answers)."""
         if fault is None:
             return None
@@ -256,7 +274,9 @@ class OpenAIApp:
             return protocol.error(
                 500, "The server had an error (injected fault).", "server_error", None, **headers
             )
-        if fault.kind == "reject_json_schema":
+        if fault.kind in ("reject_json_schema", "json_object_schema_only") and fault.refuses(
+            response_format
+        ):
             # llama.cpp's server, verbatim in substance: its pydantic check of response_format.
             return protocol.error(
                 500,
@@ -307,21 +327,27 @@ class OpenAIApp:
                 "unknown_schema",
             )
         user_text = protocol.user_text(messages)
-        fault = state.take("chat", user_text, response_format)
+        streamed = bool(body.get("stream"))
+        fault = state.take("chat", user_text, response_format, streamed)
         kind = fault.kind if fault else None
 
-        def record(status: int, usage: dict[str, int] | None = None) -> None:
+        def record(
+            status: int, usage: dict[str, int] | None = None, interrupted: bool = False
+        ) -> None:
             state.record(
-                RequestRecord("chat", schema, kind, status, response_format, max_tokens), usage
+                RequestRecord(
+                    "chat", schema, kind, status, response_format, max_tokens, interrupted
+                ),
+                usage,
             )
 
-        if body.get("stream") and (fault is None or fault.kind not in REFUSING_FAULTS):
+        if streamed and (fault is None or not fault.refuses(response_format)):
             # Headers go out at once (as vLLM's do); the answer waits for the slot in the body.
             chat = _Chat(task, body, messages, user_text, fault, max_tokens)
             events = self._streamed(chat, record)
             return StreamingResponse(events, media_type="text/event-stream")
         async with self._answering():
-            refused = await self._transport_fault(fault)
+            refused = await self._transport_fault(fault, response_format)
             if refused is not None:
                 record(refused.status_code)
                 return refused
@@ -351,8 +377,18 @@ class OpenAIApp:
             if self._slot.locked():
                 with state.lock:
                     state.stats.stacked += 1
-            async with self._slot:
+                    state.waiting += 1
+                try:
+                    await self._slot.acquire()
+                finally:
+                    with state.lock:
+                        state.waiting -= 1
+            else:
+                await self._slot.acquire()
+            try:
                 yield
+            finally:
+                self._slot.release()
         finally:
             with state.lock:
                 state.in_flight -= 1
@@ -360,7 +396,9 @@ class OpenAIApp:
     async def _streamed(self, chat: _Chat, record: Callable[..., None]) -> AsyncIterator[str]:
         """The answer as server-sent events: a role chunk, the content in pieces spread over
         `latency_s`, the finish reason, `[DONE]`. A `timeout` fault holds back every chunk for
-        its delay; `slow_first_token` sends the role chunk at once and the content after it."""
+        its delay; `slow_first_token` sends the role chunk at once and the content after it.
+        Cut off (`interrupted_stream`, or a request waiting for the slot when the server
+        interrupts): `[DONE]` after the content so far, with no finish reason."""
         async with self._answering():
             chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
             model = str(chat.body.get("model") or DETERMINISTIC_MODEL)
@@ -393,9 +431,16 @@ class OpenAIApp:
             message = answer["choices"][0]["message"]
             pieces = _pieces(message["content"] or "")
             pace = max(0.0, self.latency_s - (time.monotonic() - started)) / max(1, len(pieces))
-            for piece in pieces:
+            cut = len(pieces) // 2 if kind == "interrupted_stream" else None
+            for sent, piece in enumerate(pieces):
                 await self._pause(pace)
                 if self._stopping.is_set():
+                    return
+                if sent == cut or self._interrupted():
+                    usage = answer["usage"]
+                    partial = count_tokens("".join(pieces[:sent]))
+                    record(200, {**usage, "completion_tokens": partial}, interrupted=True)
+                    yield "data: [DONE]\n\n"
                     return
                 yield event({"content": piece})
             if message["refusal"]:
@@ -403,6 +448,13 @@ class OpenAIApp:
             record(200, answer["usage"])
             yield event({}, answer["choices"][0]["finish_reason"])
             yield "data: [DONE]\n\n"
+
+    def _interrupted(self) -> bool:
+        """Whether a streaming answer must stop now: another request waits for the slot."""
+        if not self.interrupt_requests:
+            return False
+        with self._state.lock:
+            return self._state.waiting > 0
 
     async def _answer(self, chat: _Chat) -> dict[str, Any] | JSONResponse:
         """The chat completion (bent by a content fault), or the error that prevents one."""

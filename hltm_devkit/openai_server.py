@@ -37,7 +37,13 @@ misbehave:
 * ``unknown_ids``     every ``source`` / ``sources`` / ``support`` value cites an id that is not
   in the input (a model ignoring the schema's enum);
 * ``echo_examples``   lists of ``{field, value}`` items are replaced by the examples the prompt
-  gives (``location: San Francisco Bay Area`` …), as a small model copies them.
+  gives (``location: San Francisco Bay Area`` …), as a small model copies them;
+* ``interrupted_stream`` a streamed answer stops halfway with ``data: [DONE]`` and no
+  ``finish_reason`` (what llama-cpp-python's server sends when it interrupts a request);
+  unstreamed requests are not affected;
+* ``json_object_schema_only`` llama-cpp-python's server with a small model: ``json_schema`` is
+  refused as ``reject_json_schema`` does, ``{"type": "json_object", "schema": …}`` is enforced
+  (the answer fits), and without a schema on the wire the model echoes its input.
 
 ``timeout`` is "answers slower than the client's timeout". Two server-wide options model a slow
 server: ``latency_s`` (``--latency-ms``) makes every chat answer take that long (the offline
@@ -45,6 +51,9 @@ handler's own time included), for benchmarks;
 ``serial=True`` (``--serial``) answers one chat request at a time, like a llama.cpp server with one
 slot: a request that arrives while another is generating waits, and is counted in
 ``stats.stacked``, so tests can show that a timed-out request was not re-sent onto a busy server.
+``interrupt_requests=True`` (``--interrupt-requests``) is one slot as llama-cpp-python's server
+runs it by default: a request that arrives while an answer streams ends that stream at once
+(``[DONE]``, no ``finish_reason``), counted in ``stats.interrupted``.
 
 ``times`` is how many matching requests get the fault (an int, or ``"always"``); ``match`` is an
 optional substring the request's user message must contain (one node or one resume can fail
@@ -128,6 +137,7 @@ class LocalOpenAIServer(OpenAIApp):
         log_level: str = "warning",
         latency_s: float = 0.0,
         serial: bool = False,
+        interrupt_requests: bool = False,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -137,7 +147,7 @@ class LocalOpenAIServer(OpenAIApp):
         self._thread: threading.Thread | None = None
         self.port: int | None = None
         self.task_modules = import_task_modules(task_modules)
-        super().__init__(latency_s=latency_s, serial=serial)
+        super().__init__(latency_s=latency_s, serial=serial, interrupt_requests=interrupt_requests)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -304,6 +314,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="answer one chat request at a time, like a llama.cpp server with one slot",
     )
+    parser.add_argument(
+        "--interrupt-requests",
+        action="store_true",
+        help="one slot, and a request arriving while an answer streams cuts that stream off "
+        "(llama-cpp-python's server by default)",
+    )
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
@@ -316,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level=args.log_level,
         latency_s=args.latency_ms / 1000,
         serial=args.serial,
+        interrupt_requests=args.interrupt_requests,
     )
     for spec in args.fault:
         kind, _, rest = spec.partition(":")

@@ -47,7 +47,11 @@ def schema_name(response_format: Any) -> str | None:
 
 
 def format_type(response_format: Any) -> str | None:
+    """json_schema, json_object_schema (`json_object` with a `schema`, as llama-cpp-python
+    takes it), json_object, or None (plain text)."""
     kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "json_object" and isinstance(response_format.get("schema"), dict):
+        return "json_object_schema"
     return kind if kind in ("json_schema", "json_object") else None
 
 

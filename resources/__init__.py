@@ -111,7 +111,7 @@ class JudgeSettingsResource(dg.ConfigurableResource):
     HLTM_JUDGE_FORMAL_PATTERNS (extra regular expressions, one per line)."""
 
     budget: int = DEFAULT_BUDGET  # cold evaluations per run
-    workers: int = DEFAULT_WORKERS
+    workers: int = DEFAULT_WORKERS  # 0 = the LLM's (HLTM_LLM_CONCURRENCY: the server's slots)
     k_vector: int = K_VECTOR
     k_bm25: int = K_BM25
     extra_formal_patterns: list[str] = []

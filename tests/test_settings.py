@@ -62,7 +62,7 @@ def test_components_take_their_values_from_settings(monkeypatch: pytest.MonkeyPa
     }.items():
         monkeypatch.setenv(name, value)
     judge = JudgeSettingsResource.from_env()
-    assert judge.budget == 12 and judge.workers == 5
+    assert judge.budget == 12 and judge.workers == 0  # 0: as many as the LLM's slots
     assert judge.extra_formal_patterns == ["ready to relocate", "has a car"]
     assert judge_cron() == "5 1 * * *"
     probe = ProbeSettings.from_env()

@@ -20,6 +20,7 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
     from hltm.evaluation.judge.tender import ReportSettings
     from hltm.judge.pipeline import DEFAULT_BUDGET, DEFAULT_WORKERS
     from hltm.judge.probe import ProbeSettings
+    from hltm.llm import make_llm
     from hltm.patterns import PatternSettings
     from hltm.settings import (
         COMPONENT_ENV,
@@ -53,6 +54,9 @@ def effective_settings() -> dict[str, dict[str, dict[str, Any]]]:
         "stats": asdict(ReportSettings.from_env()),
         "api": {"token": read_env(COMPONENT_ENV["api"]).get("token")},
     }
+    slots = make_llm(core).concurrency  # what 0 workers come to: as many as the LLM's slots
+    for section in ("judge", "probe"):
+        effective[section]["workers"] = effective[section]["workers"] or slots
     for section, table in COMPONENT_ENV.items():
         set_here = read_env(table)
         out[section] = {

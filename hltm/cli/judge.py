@@ -138,7 +138,9 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 @judge.command(name="run")
 @click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these (default: all).")
 @click.option("--budget", type=int, default=0, help="Cold evaluations (default: 3000).")
-@click.option("--workers", type=int, default=0, help="Parallel LLM calls (default: 5).")
+@click.option(
+    "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
+)
 @click.option(
     "--rejudge-failed",
     is_flag=True,
@@ -306,7 +308,7 @@ def _summary_line(name: str, report) -> str:  # type: ignore[no-untyped-def]
 @golden.command()
 @click.option("--vacancy", "-v", "vacancies", multiple=True, help="Only these vacancies.")
 @click.option("--per-vacancy", is_flag=True, help="Also print per-vacancy strict P@10.")
-@click.option("--workers", default=5, show_default=True)
+@click.option("--workers", default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY).")
 @click.option(
     "--set", "which", type=click.Choice(_SETS), default="all", show_default=True,
     help="The sample-world set, the livecareer or the Indeed real set, or all side by side.",
@@ -462,7 +464,7 @@ def calibration() -> None:
 @calibration.command(name="evaluate")
 @click.option("--world", "world_dir", type=click.Path(path_type=Path), default=None,
               help="Directory with ground_truth.json (default: <data dir>/world).")  # fmt: skip
-@click.option("--workers", default=5, show_default=True)
+@click.option("--workers", default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY).")
 def calibration_evaluate(world_dir: Path | None, workers: int) -> None:
     """Preference precision/recall against the world's seats, and golden P@10 with and without
     calibration (run after `hltm demo`: the memory must be the golden world's)."""

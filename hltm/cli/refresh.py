@@ -22,7 +22,9 @@ ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 
 @click.command()
 @click.option("--budget", type=int, default=0, help="Cold judge evaluations (default: 3000).")
-@click.option("--workers", type=int, default=0, help="Parallel LLM calls (default: 5).")
+@click.option(
+    "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
+)
 def refresh(budget: int, workers: int) -> None:
     """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
     of the same jobs the sensors start)."""

@@ -70,7 +70,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_BUDGET = 3000  # cold evaluations per run
-DEFAULT_WORKERS = 5
+DEFAULT_WORKERS = 0  # 0: as many as the LLM keeps in flight (the server's slots)
 
 
 @dataclass(frozen=True)
@@ -565,7 +565,8 @@ def judge_pool(
 
     results: list[tuple[Resume, dict[str, Any] | None, str | None]] = []
     if todo:
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="judge") as pool:
+        threads = max(1, workers or llm.concurrency)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judge") as pool:
             for result in pool.map(evaluate, todo):
                 results.append(result)
                 if on_result is not None:

@@ -8,17 +8,19 @@ Two backends sit behind it:
   llama.cpp server, Ollama). One HTTP request per `send`, the SDK's own retries off: every retry
   is ours, so every request and every token is counted. It sends a bounded `max_tokens`, a low
   temperature and a seed, streams (a first-token limit, then an idle limit between tokens), and
-  degrades per endpoint when the server lacks a feature (`json_schema` → `json_object` → plain
-  text with the schema in the prompt and fences stripped; an unsupported parameter is dropped;
+  degrades per endpoint when the server lacks a feature (`json_schema` → `json_object` with the
+  schema, which llama.cpp's servers enforce by grammar → `json_object` → plain text, the schema in
+  the prompt below `json_schema` and fences stripped; an unsupported parameter is dropped;
   streaming off), remembering the choice per base URL and model across processes.
 * `DeterministicBackend` — the offline default: each task's own rule-based handler computes the
   same kind of answer from the same payload with no model at all.
 
-`LLM.run` owns the retry loop: transport errors (429/5xx/connection) are retried with backoff
-(the server's Retry-After first); an unstreamed request that timed out is retried only after a
-pause as long as the timeout (a one-at-a-time server is still generating the abandoned answer); an unusable answer
-(cut off, not JSON, not the schema, refused) is re-asked with a turn saying why, so a greedy
-server does not repeat itself. Calls and tokens are counted per request, on the messages sent and
+`LLM.run` owns the retry loop: transport errors (429/5xx/connection, a stream the server ended
+without a finish_reason) are re-sent as they were, with backoff (the server's Retry-After first);
+an unstreamed request that timed out is retried only after a pause as long as the timeout (a
+one-at-a-time server is still generating the abandoned answer); an unusable answer (cut off, not
+JSON, not the schema, refused) is re-asked with a turn saying why, so a greedy server does not
+repeat itself. Calls and tokens are counted per request, on the messages sent and
 the text received, with o200k_base, so the figures are what a real model was sent whichever
 backend answered (a request the server refused costs no tokens; a timed-out request's completion
 counts what it had streamed).
@@ -181,7 +183,9 @@ class LLM:
                 reply = send_request(self.backend, request)
             except TransportError as err:
                 completion = count_tokens(err.completion) if err.completion else 0
-                self._count(spent, err.prompt_tokens, completion, started, True, retry=sent > 0)
+                self._count(
+                    spent, err.prompt_tokens, completion, started, True, sent > 0, err.interrupted
+                )
                 sent += 1
                 if err.adapted and adaptations > 0:
                     adaptations -= 1
@@ -218,10 +222,10 @@ class LLM:
         started: float,
         failed: bool,
         retry: bool,
+        interrupted: bool = False,
     ) -> None:
-        one = LLMUsage(
-            1, prompt, completion, int(failed), time.perf_counter() - started, int(retry)
-        )
+        elapsed = time.perf_counter() - started
+        one = LLMUsage(1, prompt, completion, int(failed), elapsed, int(retry), int(interrupted))
         spent.add(one)
         with self._lock:
             self.usage.add(one)

@@ -23,7 +23,9 @@ class LLMError(RuntimeError):
 @dataclass
 class LLMUsage:
     """Every request counts: `calls` are requests sent (retries included), `failed_calls` those
-    that gave no usable answer, `retries` the requests beyond each task's first."""
+    that gave no usable answer, `retries` the requests beyond each task's first, `interrupted`
+    the failed ones whose stream the server ended unfinished (a transport failure, not the
+    model's)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -31,6 +33,7 @@ class LLMUsage:
     failed_calls: int = 0
     seconds: float = 0.0
     retries: int = 0
+    interrupted: int = 0
 
     def __sub__(self, other: LLMUsage) -> LLMUsage:
         return LLMUsage(*(getattr(self, k) - getattr(other, k) for k in USAGE_FIELDS))
@@ -50,6 +53,7 @@ class LLMUsage:
             "completion_tokens": self.completion_tokens,
             "llm_failed_calls": self.failed_calls,
             "llm_retries": self.retries,
+            "llm_interrupted": self.interrupted,
             "llm_seconds": round(self.seconds, 3),
         }
 
@@ -82,7 +86,8 @@ class Reply:
 class TransportError(Exception):
     """One request that got no answer. `adapted`: the endpoint lacked a feature we sent and the
     next request goes without it (not charged to the retry budget). `prompt_tokens`: 0 when the
-    server refused the request unprocessed; `completion`: what a stalled stream had sent."""
+    server refused the request unprocessed; `completion`: what a stalled or interrupted stream
+    had sent; `interrupted`: the stream ended without a finish_reason (the server cut it off)."""
 
     def __init__(
         self,
@@ -94,6 +99,7 @@ class TransportError(Exception):
         timed_out: bool = False,
         adapted: bool = False,
         completion: str = "",
+        interrupted: bool = False,
     ) -> None:
         super().__init__(reason)
         self.completion = completion
@@ -103,6 +109,7 @@ class TransportError(Exception):
         self.wait_s = wait_s
         self.timed_out = timed_out
         self.adapted = adapted
+        self.interrupted = interrupted
 
 
 @dataclass(frozen=True)

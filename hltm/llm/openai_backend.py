@@ -25,13 +25,20 @@ REASONING_ALLOWANCE = 4096  # added to max_tokens when a reasoning effort is con
 
 # ---- what an endpoint supports, learnt from its errors and remembered across processes -------
 
-RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+# From the richest to none: `json_object_schema` is `{"type": "json_object", "schema": …}`, which
+# llama-cpp-python's server (and llama.cpp's) enforce with a grammar where they refuse json_schema.
+RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "text")
+_LEGACY_FORMATS = ("json_schema", "json_object", "text")  # profiles written before the schema rung
 _ADAPTABLE_STATUS = frozenset({400, 404, 415, 422, 500, 501})
 DROPPABLE_PARAMS = ("temperature", "seed", "reasoning_effort")
 # Requests that may go to learning what an endpoint lacks, per task: each response format, each
 # droppable parameter, the max_tokens name, streaming, and one re-probe of a remembered profile.
 MAX_ADAPTATIONS = len(RESPONSE_FORMATS) + len(DROPPABLE_PARAMS) + 3
 PROFILES_FILE = "llm_endpoints.json"
+INTERRUPTED = (
+    "the stream ended without a finish_reason: the server cut the answer off (llama-cpp-python's"
+    " server does when another request arrives, unless started with --interrupt_requests False)"
+)
 _SCHEMA_HINT = (
     "Answer with one JSON object only (no prose, no code fence) that fits this JSON schema:\n"
 )
@@ -40,14 +47,23 @@ _SCHEMA_HINT = (
 @dataclass
 class EndpointProfile:
     """The features one (endpoint, model) accepted; degraded on the first error naming one.
-    `remembered`: read from an earlier process, so a failure re-probes instead of degrading."""
+    `remembered`: read from an earlier process, so a failure re-probes instead of degrading.
+    `accepted`: the endpoint has answered a request as this profile sends it (until then
+    `gate` lets one request at a time through, see `_Admission`)."""
 
-    response_format: str = "json_schema"
+    refused_formats: set[str] = field(default_factory=set)
     max_tokens_param: str = "max_tokens"
     dropped: set[str] = field(default_factory=set)
     stream: bool = True
     notes: list[str] = field(default_factory=list)
     remembered: bool = False
+    accepted: bool = False
+    gate: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def response_format(self) -> str:
+        """The richest format the endpoint has not refused."""
+        return next(f for f in RESPONSE_FORMATS if f not in self.refused_formats or f == "text")
 
     def adapt(self, status: int, detail: str, sent: Mapping[str, Any]) -> str | None:
         """Degrade what this error names, if anything; returns what changed."""
@@ -57,8 +73,9 @@ class EndpointProfile:
         fmt = sent.get("response_format") or {}
         named_format = any(w in text for w in ("response_format", "json_schema", "json_object"))
         if fmt and named_format and self.response_format != "text":
-            following = RESPONSE_FORMATS[RESPONSE_FORMATS.index(self.response_format) + 1]
-            return self._note(f"response_format {self.response_format} → {following}", following)
+            refused = self.response_format
+            self.refused_formats.add(refused)
+            return self._note(f"response_format {refused} → {self.response_format}")
         if sent.get("stream") and "stream" in text:
             self.stream = False
             return self._note("streaming off")
@@ -74,15 +91,14 @@ class EndpointProfile:
                 return self._note(f"{name} no longer sent")
         return None
 
-    def _note(self, change: str, response_format: str | None = None) -> str:
-        if response_format:
-            self.response_format = response_format
+    def _note(self, change: str) -> str:
         self.notes.append(change)
         return change
 
     def as_json(self) -> dict[str, Any]:
         return {
             "response_format": self.response_format,
+            "refused_formats": sorted(self.refused_formats),
             "max_tokens_param": self.max_tokens_param,
             "dropped": sorted(self.dropped),
             "stream": self.stream,
@@ -91,14 +107,20 @@ class EndpointProfile:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EndpointProfile:
-        fmt = str(data.get("response_format", "json_schema"))
+        if "refused_formats" in data:
+            refused = {str(f) for f in data["refused_formats"]} & set(RESPONSE_FORMATS)
+        else:  # written before json_object_schema existed: try that rung once
+            fmt = str(data.get("response_format", "json_schema"))
+            rung = _LEGACY_FORMATS.index(fmt) if fmt in _LEGACY_FORMATS else 0
+            refused = set(_LEGACY_FORMATS[:rung])
         return cls(
-            response_format=fmt if fmt in RESPONSE_FORMATS else "json_schema",
+            refused_formats=refused,
             max_tokens_param=str(data.get("max_tokens_param", "max_tokens")),
             dropped={str(d) for d in data.get("dropped", ())},
             stream=bool(data.get("stream", True)),
             notes=[str(n) for n in data.get("notes", ())],
             remembered=True,
+            accepted=True,
         )
 
 
@@ -204,14 +226,22 @@ class OpenAIBackend:
         return ENDPOINTS.get(self.base_url, model, self._profiles_path)
 
     def send(self, request: Request) -> Reply:
+        admission = _Admission(self, request.model)
+        try:
+            return self._send(request, admission)
+        finally:
+            admission.release()
+
+    def _send(self, request: Request, admission: _Admission) -> Reply:
         openai = self._openai
-        profile = self.profile(request.model)
+        profile = admission.profile
         kwargs = self._arguments(request, profile)
         sent_tokens = prompt_tokens(kwargs["messages"])
         try:
             if kwargs.get("stream"):
-                return self._streamed(kwargs, request.timeout_s, sent_tokens)
+                return self._streamed(kwargs, request.timeout_s, sent_tokens, admission)
             response = self._client.chat.completions.create(**kwargs)
+            admission.accepted()
         except openai.APITimeoutError:
             reason = f"timed out after {request.timeout_s:g} s"
             raise TransportError(reason, sent_tokens, retryable=True, timed_out=True) from None
@@ -245,10 +275,13 @@ class OpenAIBackend:
             getattr(message, "refusal", None),
         )
 
-    def _streamed(self, kwargs: dict[str, Any], first_s: float, sent_tokens: int) -> Reply:
+    def _streamed(
+        self, kwargs: dict[str, Any], first_s: float, sent_tokens: int, admission: _Admission
+    ) -> Reply:
         """Read a streamed answer, closing it when no first token comes within `first_s` or,
         after one, no token within `idle_s`; a stalled answer is a timeout (its text so far
-        is counted: it was generated)."""
+        is counted: it was generated). A stream that ends with no finish_reason was cut off by
+        the server, not finished by the model: a broken transport, re-sent as it was."""
         import httpx
 
         idle_s = self.idle_s
@@ -257,8 +290,9 @@ class OpenAIBackend:
         watch = _StallWatch(first_s, idle_s)
         parts: list[str] = []
         refusal: list[str] = []
-        finish = "stop"
+        finish: str | None = None
         stream = self._client.chat.completions.create(**kwargs)
+        admission.accepted()
         watch.start(stream)
         try:
             for chunk in stream:
@@ -268,7 +302,7 @@ class OpenAIBackend:
                         watch.progress()
                     parts.append(delta.content or "")
                     refusal.append(getattr(delta, "refusal", None) or "")
-                    finish = str(choice.finish_reason or finish)
+                    finish = str(choice.finish_reason) if choice.finish_reason else finish
         except (httpx.TimeoutException, self._openai.APITimeoutError):
             watch.stalled = watch.stalled or watch.reason()
         except (httpx.HTTPError, self._openai.APIError) as err:
@@ -284,6 +318,14 @@ class OpenAIBackend:
             # generating when the client goes), so the retry need not wait the answer out.
             raise TransportError(
                 watch.stalled, sent_tokens, retryable=True, completion="".join(parts)
+            )
+        if finish is None:
+            raise TransportError(
+                INTERRUPTED,
+                sent_tokens,
+                retryable=True,
+                completion="".join(parts),
+                interrupted=True,
             )
         return Reply("".join(parts) or None, finish, sent_tokens, "".join(refusal) or None)
 
@@ -303,9 +345,12 @@ class OpenAIBackend:
                 },
             }
         else:
-            if fmt == "json_object":
+            if fmt == "json_object_schema":
+                kwargs["response_format"] = {"type": "json_object", "schema": request.schema}
+            elif fmt == "json_object":
                 kwargs["response_format"] = {"type": "json_object"}
-            # Without a schema on the wire the model needs it in the prompt.
+            # Out of json_schema mode the model reads the schema too (where a grammar enforces
+            # it, the answer's shape is known before it starts; where none does, it is all).
             schema = json.dumps(request.schema, ensure_ascii=False, sort_keys=True)
             system = f"{messages[0]['content']}\n\n{_SCHEMA_HINT}{schema}"
             messages[0] = {"role": "system", "content": system}
@@ -322,6 +367,32 @@ class OpenAIBackend:
             {k: v for k, v in optional.items() if v is not None and k not in profile.dropped}
         )
         return kwargs
+
+
+class _Admission:
+    """Until an endpoint has accepted a request, one request at a time goes to it: the first
+    real request learns what the endpoint refuses (no separate probe), and the others wait here
+    instead of in the server's queue, where a one-slot server answers a refusal only after the
+    answers ahead of it. Released once the server accepts (an answer starts) or fails."""
+
+    def __init__(self, backend: OpenAIBackend, model: str) -> None:
+        self.profile = backend.profile(model)
+        self._held: threading.Lock | None = None
+        if not self.profile.accepted:
+            self._held = self.profile.gate
+            self._held.acquire()
+            self.profile = backend.profile(model)  # the one ahead may have learnt something
+            if self.profile.accepted:
+                self.release()
+
+    def accepted(self) -> None:
+        self.profile.accepted = True
+        self.release()
+
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
 
 class _StallWatch:

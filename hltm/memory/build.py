@@ -380,6 +380,7 @@ class MemoryBuilder:
         usage = node_llm.snapshot()
         report.llm_calls = usage.calls  # every request, retries included
         report.llm_failed_calls = usage.failed_calls
+        report.llm_interrupted = usage.interrupted
         report.prompt_tokens = usage.prompt_tokens
         report.completion_tokens = usage.completion_tokens
         report.seconds = time.perf_counter() - started

@@ -39,6 +39,7 @@ class NodeReport:
     drops: Drops = field(default_factory=Drops)
     llm_calls: int = 0  # every request, failed ones and retries included
     llm_failed_calls: int = 0
+    llm_interrupted: int = 0  # failed calls the server cut off (transport, not the model)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     embedding_calls: int = 0
@@ -61,6 +62,7 @@ class NodeReport:
             "dropped_reasons": dict(self.drops.reasons),
             "llm_calls": self.llm_calls,
             "llm_failed_calls": self.llm_failed_calls,
+            "llm_interrupted": self.llm_interrupted,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "embedding_calls": self.embedding_calls,

@@ -14,11 +14,13 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import httpx
 import pytest
 
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
@@ -66,29 +68,72 @@ def assert_ledger_matches(usage: LLMUsage, stats: ServerStats) -> None:
 # --------------------------------------------------------------------------- response formats
 
 
-def test_a_server_rejecting_json_schema_is_degraded_once_and_remembered(
+def test_a_server_taking_the_schema_only_in_json_object_gets_it_there_and_remembered(
     server: LocalOpenAIServer,
 ) -> None:
-    server.inject("reject_json_schema", times="always")  # llama.cpp's server
+    # llama-cpp-python's server: json_schema refused, json_object with a schema enforced, and
+    # a small model without the schema on the wire echoes its input.
+    server.inject("json_object_schema_only", times="always")
     llm = quick(make_llm(remote(server)))
     assert llm.run(WORD_TASK, words("one two three")).count == 3
-    first = llm.snapshot()
     formats = [(r.status, r.response_format) for r in server.stats.history]
-    assert formats == [(500, "json_schema"), (200, "json_object")]
-    # The degraded request carries the schema in its prompt, since the wire no longer does.
-    system = server.last_request["body"]["messages"][0]["content"]
+    assert formats == [(500, "json_schema"), (200, "json_object_schema")]
+    body = server.last_request["body"]
+    assert body["response_format"]["type"] == "json_object"
+    assert set(body["response_format"]["schema"]["properties"]) == {"words", "count", "source_id"}
+    # The model reads the schema too: where no grammar holds it, the prompt is all it has.
+    system = body["messages"][0]["content"]
     assert '"source_id"' in system and "JSON schema" in system
-    # Both requests are in the ledger; the rejected one is not charged to the retry budget,
+    # Both requests are in the ledger; the refused one is not charged to the retry budget,
     # and costs no tokens: the server processed none of it.
-    assert (first.calls, first.failed_calls, first.retries) == (2, 1, 1)
-    assert_ledger_matches(first, server.stats)
-    assert first.prompt_tokens == server.stats.prompt_tokens
+    usage = llm.snapshot()
+    assert (usage.calls, usage.failed_calls, usage.retries) == (2, 1, 1)
+    assert_ledger_matches(usage, server.stats)
+    assert usage.prompt_tokens == server.stats.prompt_tokens
 
-    # Remembered for the endpoint: a second call (even from a new backend) goes straight there.
-    again = quick(make_llm(remote(server)))
+    again = quick(make_llm(remote(server)))  # remembered: no refused request again
     assert again.run(WORD_TASK, words("four five")).count == 2
-    assert [r.response_format for r in server.stats.history][-1] == "json_object"
+    assert [r.response_format for r in server.stats.history][-1] == "json_object_schema"
     assert (again.snapshot().calls, server.stats.chat_requests) == (1, 3)
+
+
+def test_the_first_requests_to_a_new_endpoint_learn_its_format_one_at_a_time(
+    server: LocalOpenAIServer,
+) -> None:
+    server.inject("reject_json_schema", times="always")
+    llm = quick(make_llm(remote(server, llm_concurrency=4)))
+    texts = ["a", "a b", "a b c", "a b c d"]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        counts = list(pool.map(lambda t: llm.run(WORD_TASK, words(t)).count, texts))
+    assert counts == [1, 2, 3, 4]
+    # One refused request taught the format; the other workers waited for it, not the server.
+    statuses = [r.status for r in server.stats.history]
+    assert (statuses.count(500), len(statuses)) == (1, 5)
+
+
+def test_a_facets_node_is_built_from_the_schema_a_grammar_enforces(
+    memory_world: Settings, server: LocalOpenAIServer
+) -> None:
+    settings, builder, nid, pid = _one_project(server, memory_world)
+    backend = builder.llm.backend
+    sent: list[dict[str, Any]] = []
+
+    def arguments(request: Request, profile: Any) -> dict[str, Any]:
+        kwargs = type(backend)._arguments(backend, request, profile)
+        sent.append(kwargs)
+        return kwargs
+
+    backend._arguments = arguments  # type: ignore[method-assign]
+    server.inject("json_object_schema_only", times="always")
+    (report,) = builder.build([nid])
+    assert report.status == "built" and report.facets > 0
+    facets = [
+        k["response_format"] for k in sent if "FacetsOutput" in json.dumps(k["response_format"])
+    ]
+    assert [f["type"] for f in facets] == ["json_schema", "json_object"]
+    # The ids a node may cite go on the wire as enums, for the server's grammar to enforce.
+    assert pid in json.dumps(facets[-1]["schema"]["$defs"]["FacetItem"]["properties"]["sources"])
+    assert_ledger_matches(builder.llm.snapshot(), server.stats)
 
 
 def test_fenced_json_from_a_server_ignoring_response_format_is_parsed(
@@ -340,14 +385,15 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
     first = _one_call_in_a_new_process(server, tmp_path)
     assert [(r.status, r.response_format) for r in server.stats.history] == [
         (500, "json_schema"),
-        (200, "json_object"),
+        (200, "json_object_schema"),
     ]
     # Two calls; the rejected one costs no tokens: the ledger's are the server's own.
     assert first == [2, 2, server.stats.prompt_tokens]
 
     server.reset_stats()
     second = _one_call_in_a_new_process(server, tmp_path)  # another process, same data dir
-    assert [(r.status, r.response_format) for r in server.stats.history] == [(200, "json_object")]
+    history = server.stats.history
+    assert [(r.status, r.response_format) for r in history] == [(200, "json_object_schema")]
     assert second == [2, 1, server.stats.prompt_tokens]
 
     # A remembered profile that fails is re-probed from the full feature set, then re-learnt.
@@ -356,13 +402,26 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
     stored = tmp_path / "cache" / PROFILES_FILE
     profiles = json.loads(stored.read_text())
     (key,) = profiles
-    assert profiles[key]["response_format"] == "json_object"
-    stored.write_text(json.dumps({key: {**profiles[key], "response_format": "json_schema"}}))
+    assert profiles[key]["response_format"] == "json_object_schema"
+    stored.write_text(json.dumps({key: {**profiles[key], "refused_formats": []}}))
     server.reset_stats()
     assert _one_call_in_a_new_process(server, tmp_path)[:2] == [2, 3]
     formats = [(r.status, r.response_format) for r in server.stats.history]
-    assert formats == [(500, "json_schema"), (500, "json_schema"), (200, "json_object")]
-    assert json.loads(stored.read_text())[key]["response_format"] == "json_object"
+    assert formats == [(500, "json_schema"), (500, "json_schema"), (200, "json_object_schema")]
+    assert json.loads(stored.read_text())[key]["response_format"] == "json_object_schema"
+
+
+def test_a_format_remembered_before_the_schema_rung_existed_tries_that_rung() -> None:
+    from hltm.llm.openai_backend import EndpointProfile
+
+    # A profile learnt as json_schema → json_object: json_object with a schema is richer.
+    legacy = EndpointProfile.from_json({"response_format": "json_object"})
+    assert legacy.response_format == "json_object_schema"
+    assert EndpointProfile.from_json({"response_format": "text"}).response_format == (
+        "json_object_schema"
+    )
+    learnt = EndpointProfile.from_json(legacy.as_json())
+    assert (learnt.response_format, learnt.accepted) == ("json_object_schema", True)
 
 
 # --------------------------------------------------------------------------- streaming
@@ -421,6 +480,67 @@ def test_a_local_server_gets_one_request_at_a_time_by_default(memory_world: Sett
         assert (one_slot.stats.stacked, one_slot.stats.peak_in_flight) == (0, 1)
 
 
+# --------------------------------------------------------------------------- interrupted streams
+
+
+def test_an_interrupted_stream_is_re_sent_as_a_transport_failure_not_blamed_on_the_model(
+    server: LocalOpenAIServer,
+) -> None:
+    payload = words("one two three four five six seven eight nine ten")
+    server.inject("interrupted_stream", times=1)  # [DONE] halfway, no finish_reason
+    llm = quick(make_llm(remote(server)))
+    assert llm.run(WORD_TASK, payload).count == 10
+    first, retry = server.stats.history
+    assert (first.interrupted, retry.interrupted) == (True, False)
+    # The same request again: no correction turn telling the model its JSON was broken.
+    assert server.last_request["body"]["messages"] == WORD_TASK.messages(payload)
+    usage = llm.snapshot()
+    assert (usage.calls, usage.failed_calls, usage.retries, usage.interrupted) == (2, 1, 1, 1)
+    assert_ledger_matches(usage, server.stats)  # the cut-off text's tokens are counted
+
+    server.reset_stats()
+    server.inject("interrupted_stream", times="always")
+    with pytest.raises(LLMError, match="without a finish_reason") as caught:
+        llm.run(WORD_TASK, payload, context="project p-3")
+    assert "--interrupt_requests False" in str(caught.value)
+    assert llm.snapshot().interrupted == 1 + server.stats.interrupted == 4
+
+
+def test_an_interrupting_server_cuts_the_running_stream_when_another_request_arrives() -> None:
+    body = {"model": "m", "messages": WORD_TASK.messages(words("a b c d e f g h i j"))}
+    with (
+        LocalOpenAIServer(interrupt_requests=True, latency_s=0.5) as llama,
+        httpx.Client(base_url=llama.base_url, timeout=10) as http,
+        ThreadPoolExecutor(max_workers=1) as pool,
+        http.stream("POST", "/chat/completions", json={**body, "stream": True}) as first,
+    ):
+        events = (line for line in first.iter_lines() if line)
+        assert '"role": "assistant"' in next(events)  # the first answer has started
+        second = pool.submit(http.post, "/chat/completions", json=body)
+        cut = list(events)
+        assert cut[-1] == "data: [DONE]"
+        finishes = [json.loads(e[6:])["choices"][0]["finish_reason"] for e in cut[:-1]]
+        assert finishes == [None] * len(finishes)  # no finish_reason: cut off, not finished
+        assert second.result().json()["choices"][0]["finish_reason"] == "stop"
+    assert (llama.stats.interrupted, llama.stats.answered) == (1, 1)
+
+
+def test_the_judge_keeps_to_the_servers_slots_so_it_never_interrupts_itself(
+    tmp_path: Path,
+) -> None:
+    import hltm.judge.tasks  # noqa: F401 - registers the judge's task with the server
+    from hltm.judge.pipeline import judge_pool
+    from tests.support.judge import POOL, VACANCY
+
+    # llama-cpp-python's server as shipped: one slot, a second request cuts the first off.
+    with LocalOpenAIServer(interrupt_requests=True, latency_s=0.1) as llama:
+        settings = remote(llama, llm_timeout_s=10.0)  # a loopback address: one slot
+        report = judge_pool(tmp_path / "d.duckdb", make_llm(settings), VACANCY, POOL[:3])
+        assert (report.evaluated, report.failed) == (3, 0)
+        assert (llama.stats.interrupted, llama.stats.peak_in_flight) == (0, 1)
+        assert llama.stats.chat_requests == 3
+
+
 # --------------------------------------------------------------------------- the ledger
 
 
@@ -443,6 +563,7 @@ def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
     settings = remote(server, memory_world, llm_max_retries=1)
     pid = sorted(read_world(settings.sources_db).projects)[0]
     server.inject("schema_violation", times="always", match=f'"project_id": "{pid}"')
+    server.inject("interrupted_stream", times=1)  # some node's stream, cut off by the server
     defs = _shared.memory_definitions(settings)
     job = defs.get_job_def("rebuild_memory_tree")
     result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
@@ -461,6 +582,8 @@ def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
     assert calls == server.stats.chat_requests
     completion = sum(m["completion_tokens"].value for m in [*failed, *built])
     assert completion == server.stats.completion_tokens
+    interrupted = sum(m["llm_interrupted"].value for m in [*failed, *built])
+    assert interrupted == server.stats.interrupted == 1
 
 
 def test_a_run_stopped_halfway_keeps_the_metadata_of_the_nodes_it_stored(

@@ -189,7 +189,7 @@ def evaluate_golden(
     derived_db: Path | str,
     *,
     reasoning_effort: str | None = None,
-    workers: int = 5,
+    workers: int = 0,  # 0: the LLM's slots
     run_id: str = "golden",
     vacancy_ids: Sequence[str] | None = None,
 ) -> GoldenReport:

@@ -63,7 +63,7 @@ class ReportSettings:
     n_permutations: int = 1000
     n_resamples: int = 10_000
     seed: int = 0
-    workers: int = 5
+    workers: int = 0  # 0: the LLM's slots
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ReportSettings:
