@@ -3,7 +3,7 @@
     .venv/bin/python bench/embeddings.py [--realdata DIR] [--speed-sample 48] [--only a,b]
 
 Every candidate runs in its own process (so its RSS is its own and OpenMP / torch thread counts
-are set before the engine starts), on the real golden set (`golden/real`, texts read from
+are set before the engine starts), on the real golden set (`hltm/evaluation/golden/real`, texts read from
 realdata). Per candidate, side by side:
 
 * **speed** — passages/s and CPU-ms per passage embedding the first ``--speed-sample`` resumes

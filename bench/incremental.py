@@ -49,16 +49,16 @@ from pathlib import Path
 import dagster as dg
 import httpx
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
 from hltm.memory import MemoryConfig, builder_from_settings
 from hltm.memory.models import node_id_for
 from hltm.memory.store import StoreSnapshot
 from hltm.settings import E5_ONNX_BACKEND, Settings
 from hltm.sources.ingest import ingest_directory
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_JOBS
+from hltm_dagster.defs.memory.sensors import source_changes
+from hltm_dagster.resources import MemoryTreeResource, build_resources
 from hltm_devkit.generator import SIZES, generate_world
 from hltm_devkit.scenarios import change_project, read_world
-from resources import MemoryTreeResource, build_resources
-from sensors.source_changes import source_changes
 
 REPO = Path(__file__).resolve().parent.parent
 

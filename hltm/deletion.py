@@ -1,58 +1,12 @@
-"""What deleting a project, document or resume means in every store, and the code that does it.
+"""Deleting a project, document or resume from every store: `delete_everywhere`.
 
-`hltm delete …` calls `delete_everywhere`: it records what the deletion removes (the row and its
-children: a project's documents, vacancies and recruiter actions; a resume's actions), deletes
-the source rows, then purges what was derived from them:
-
-* **sources DuckDB** — the rows are deleted, children first (`hltm.sources.ingest`).
-* **memory tree** (``memory_nodes`` + the ``mem-*`` Chroma collections) — the chain that held
-  the deleted rows (the project's node, or a deleted document's project, its seat and its
-  contract, and any node whose provenance names them) is purged at once, so no reader
-  (``hltm ask``, ``hltm serve``, MCP) can answer from it once the delete returns.
-  `PurgeReport.memory_to_rebuild` names the nodes of the chain still in the sources: `hltm
-  delete` rebuilds them in a ``refresh_memory_tree`` run before it returns (the
-  ``source_changes`` sensor would too, as they are missing from the store).
-* **judge** — ``judge_pools``, ``judge_scores`` (verdicts quote the resume and the vacancy) and
-  ``judge_failures`` rows of a deleted vacancy or resume are deleted; the ranking journal
-  *redacts* them, keeping its hash chain verifiable (`hltm.judge.journal.redact`), and
-  ``rankings`` is re-derived, so `hltm judge show` no longer serves a deleted vacancy.
-* **vector caches** — the cached embeddings of a deleted resume's passage, a deleted vacancy's
-  query and the purged memory nodes' items and statements (keyed by text hash) are deleted.
-* **query log** — every logged query whose scope, retrieved context or citations touched a
-  purged node is forgotten.
-* **API tokens** — the tokens of a deleted project are deleted (so revoked, and its id gone).
-* **calibrations** — a deleted vacancy's calibration goes; every other one whose proposals
-  cite a deleted row is recomputed from the purged memory.
-* **Chroma ``resumes``** — a deleted resume's vector is removed at once, not at the next sync.
-* **Chroma's write-ahead log** (embedded Chroma) — Chroma keeps every add in ``embeddings_queue``
-  until its vector segment persists (every ``sync_threshold`` writes), so the text of a deleted
-  item outlives the delete. Dropping a collection drops its records, so the rebuild below takes
-  them along; in any other collection (one a crashed purge never rebuilt) `compact_chroma_log`
-  drops the records of items whose latest record is a delete (replaying the log gives the same
-  state), keeping only the delete record, which holds the id and nothing else.
-* **HNSW segments** (embedded Chroma) — hnswlib only marks a deleted item's slot: its vector
-  stays in ``data_level0.bin`` and its id in the id map (``index_metadata.pickle``). And a new
-  segment writes ``data_level0.bin`` and ``length.bin`` for its whole initial capacity from
-  uninitialised memory, so the slots past the element count hold whatever the writing process
-  had freed there (text it read, deleted text included). `compact_stores` rebuilds each
-  collection an item was deleted from (`hltm.vectors.VectorStore.rebuild`: its live items copied
-  into a new collection that then takes its name), removes the directories the embedded client
-  leaves behind for dropped collections, and zeroes every segment's slots past its element count
-  (`zero_unused_slots`); `hltm delete` zeroes them again after the memory rebuild it runs in the
-  same process. A reader holding a handle on a rebuilt collection gets ``NotFoundError``, and
-  the query path looks the name up again (`hltm.query.boundary`). A purge that crashed before
-  the rebuild leaves the vectors until a later deletion rebuilds that collection.
-* **bytes on disk** — deleted values outlive their rows in free space: SQLite's free pages and
-  its full-text index's segments, and DuckDB's free blocks and row groups (CHECKPOINT and VACUUM
-  leave them). `compact_stores` merges the full-text index, vacuums Chroma's SQLite with
-  ``secure_delete``, and rewrites each DuckDB file into a fresh one swapped in under the file's
-  lock (`hltm.warehouse.rewrite_live_rows`).
-
-A Chroma server owns its log and its files: there only the items are deleted.
-
-Every purge is idempotent and also sweeps rows whose vacancy or resume no longer exists in the
-sources, so a crash between the source delete and the purge is healed by running any later
-delete (or `purge_orphans`).
+`hltm delete …` records what the deletion removes (the row and its children), deletes the source
+rows, then purges what was derived from them — memory tree, judge tables and journal, vector
+caches, query log, tokens, calibrations, Chroma's items, log and segments, and the freed bytes of
+every file — before it returns: a delete is judged on the files, not on what the API still
+answers. Every purge is idempotent and also sweeps rows whose vacancy or resume no longer exists,
+so a crash between the source delete and the purge is healed by any later delete (or
+`purge_orphans`). What each store does and why: docs/reliability.md, "What a delete removes".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one error a store raises when it cannot be used: which file or index, what is wrong with
 it, and what to do about it.
 
-Every `hltm` command prints a `StoreError` as one line (`hltm.cli`), the HTTP server answers 503
+Every `hltm` command prints a `StoreError` as one line (`hltm_cli`), the HTTP server answers 503
 with it, and raising one never loses what was stored before. The stores translate what their
 libraries raise into it where they open and use their files: DuckDB files
 (`hltm.warehouse`), the Chroma index (`hltm.vectors`), the journal's head file

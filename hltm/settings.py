@@ -124,6 +124,18 @@ class Settings:
     def cache_dir(self) -> Path:
         return self.data_dir / "cache"
 
+    @property
+    def dagster_home(self) -> Path:
+        """The Dagster instance of this data dir: `$DAGSTER_HOME`, else `<data dir>.dagster`
+        beside it — one instance per world, so the UI shows one world's runs and partitions,
+        and outside the data dir, where the ranking journal's anchors are kept apart from it."""
+        home = _env("DAGSTER_HOME")
+        return (
+            Path(home).resolve()
+            if home
+            else self.data_dir.with_name(f"{self.data_dir.name}.dagster")
+        )
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         embeddings_backend = _env("HLTM_EMBEDDINGS", E5_ONNX_BACKEND) or E5_ONNX_BACKEND

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from assets import ACCEPTED_BETA_WARNINGS
 from hltm.embeddings import CachedEmbedder, OnnxE5Embedder
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import load_resumes, load_vacancies
@@ -20,6 +19,7 @@ from hltm.settings import (
     realdata_dir,
 )
 from hltm.sources.ingest import ingest_directory
+from hltm_dagster import ACCEPTED_BETA_WARNINGS
 from hltm_devkit.generator import WorldSize, generate_world
 
 # Small enough for fast tests, big enough for every kind of node, trap and label.
@@ -119,7 +119,7 @@ def loaded_world(world_files: Path, settings: Settings) -> Settings:
 
 def pytest_configure(config: pytest.Config) -> None:
     """pytest resets warning filters around each test: it gets the code location's accepted
-    beta warnings (`assets/__init__.py`) as its own filters."""
+    beta warnings (`hltm_dagster/__init__.py`) as its own filters."""
     for message in ACCEPTED_BETA_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:dagster.BetaWarning")
 
@@ -175,14 +175,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture
 def cli_jobs_from(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """`use(defs)`: the CLI's runs (`hltm.cli.dagster_runs.run_job`) execute `defs`' jobs in process on
+    """`use(defs)`: the CLI's runs (`hltm_cli.dagster_runs.run_job`) execute `defs`' jobs in process on
     the persistent instance, on this test's stores; the code location's module would bind the
     first test's stores for the whole session. `test_cli_runs` covers the location's origin."""
-    from resources import instance as dagster_instance
+    from hltm_dagster import instance as dagster_instance
 
     def use(defs) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setattr(
-            dagster_instance, "located_job", lambda root, name: (defs.resolve_job_def(name), None)
+            dagster_instance, "located_job", lambda name: (defs.resolve_job_def(name), None)
         )
         monkeypatch.setattr(
             dagster_instance,

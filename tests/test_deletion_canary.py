@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
 from hltm.deletion import zero_unused_slots
 from hltm.judge.calibration import calibrate_vacancies, store_calibrations
 from hltm.judge.data import load_vacancies
@@ -37,6 +36,7 @@ from hltm.settings import Settings
 from hltm.sources.ingest import delete_project, ingest_directory
 from hltm.vectors import _client
 from hltm.warehouse import connect
+from hltm_cli import main
 from hltm_devkit.scenarios import _ingest
 from tests.support.memory import make_harness
 

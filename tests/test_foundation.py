@@ -81,6 +81,6 @@ def test_embedding_cache_never_embeds_the_same_text_twice(settings):
 def test_code_location_loads():
     import dagster as dg
 
-    from definitions import defs
+    from hltm_dagster.definitions import defs
 
     dg.Definitions.validate_loadable(defs)

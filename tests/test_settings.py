@@ -15,14 +15,14 @@ from hltm.settings import COMPONENT_ENV, CORE_ENV_NAMES, CORE_FIELD_ENV, Setting
 from tests.support import REPO
 
 ROOT = REPO
-CODE_DIRS = ("hltm", "assets", "resources", "sensors")
+CODE_DIRS = ("hltm", "hltm_cli", "hltm_dagster")
 _NAME = re.compile(r"\bHLTM_[A-Z0-9_]*[A-Z0-9]\b")
 _READS_ENV = re.compile(r"os\.environ|getenv")
 
 
 def _code_files() -> list[Path]:
     files = [p for d in CODE_DIRS for p in (ROOT / d).rglob("*.py")]
-    return [*files, ROOT / "definitions.py"]
+    return files
 
 
 def test_every_core_setting_names_its_variable() -> None:
@@ -47,7 +47,7 @@ def test_components_take_their_values_from_settings(monkeypatch: pytest.MonkeyPa
     from hltm.judge.probe import ProbeSettings
     from hltm.patterns import PatternSettings
     from hltm.settings import judge_cron
-    from resources import JudgeSettingsResource
+    from hltm_dagster.resources import JudgeSettingsResource
 
     for name, value in {
         "HLTM_JUDGE_BUDGET": "12",
@@ -87,7 +87,7 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
 def test_settings_command_prints_the_effective_configuration(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from hltm.cli import main
+    from hltm_cli import main
 
     secret_key, secret_token = "sk-test-0123456789", "hltm_secret-token-value"
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path))
@@ -100,18 +100,19 @@ def test_settings_command_prints_the_effective_configuration(
     out = CliRunner().invoke(main, ["settings"])
     assert out.exit_code == 0, out.output
     assert secret_key not in out.output and secret_token not in out.output
-    assert re.search(r"HLTM_JUDGE_WORKERS\s+3 \(env\)", out.output)
-    assert re.search(r"HLTM_JUDGE_BUDGET\s+3000 \(default\)", out.output)
-    assert re.search(r"openai_api_key\s+\*\*\*", out.output)
+    assert re.search(r"HLTM_JUDGE_WORKERS\s+workers\s+3 \(env\)", out.output)
+    assert re.search(r"HLTM_JUDGE_BUDGET\s+budget\s+3000 \(default\)", out.output)
+    assert re.search(r"OPENAI_API_KEY\s+openai_api_key\s+\*\*\*", out.output)
     assert str(tmp_path) in out.output
     # the core section says where each value came from, and a token *count* is no secret
-    assert re.search(r"llm_max_tokens_cap\s+4096 \(env\)", out.output)
-    assert re.search(r"data_dir\s+\S+ \(env\)", out.output)
-    assert re.search(r"llm_model\s+gpt-4o-mini \(default\)", out.output)
+    assert re.search(r"HLTM_LLM_MAX_TOKENS\s+llm_max_tokens_cap\s+4096 \(env\)", out.output)
+    assert re.search(r"HLTM_DATA_DIR\s+data_dir\s+\S+ \(env\)", out.output)
+    assert re.search(r"HLTM_LLM_MODEL\s+llm_model\s+gpt-4o-mini \(default\)", out.output)
     assert "HLTM_JUDGE_BUGDET is set but no setting reads it" in out.output
 
     as_json = json.loads(CliRunner().invoke(main, ["settings", "--json"]).stdout)
     assert as_json["judge"]["HLTM_JUDGE_WORKERS"] == {
+        "field": "workers",
         "value": "3",
         "source": "env",
         "help": COMPONENT_ENV["judge"]["workers"].help,

@@ -186,7 +186,8 @@ def test_a_reader_of_a_rebuilt_collection_looks_it_up_again(
         (hits,) = memory.search(None, query, 5)
     assert hits and hits[0].node_id == "seat:s1"
     assert "project:p2" not in {h.node_id for h in hits}
-    assert memory._collection.id == _client(settings).get_collection(NAME).id
+    assert memory.collection is not None
+    assert memory.collection.handle.id == _client(settings).get_collection(NAME).id
 
 
 def test_zeroing_leaves_what_is_not_a_segment_alone(tmp_path: Path) -> None:

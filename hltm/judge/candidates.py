@@ -2,9 +2,12 @@
 
 * The **vector index** is the Chroma collection ``resumes`` (one entry per active resume,
   metadata ``layer``, ``language``, ``content_hash``). `sync_resume_index` upserts only resumes
-  whose content hash changed and removes deleted ones. Searches filter ``layer = active``
-  *before* the nearest-neighbour search: the archive layer never enters a normal pool (and is
-  not embedded: `hltm.judge.service.refresh_index` syncs the active layer).
+  whose content hash changed and removes deleted ones. The pool's vector top-k is the *exact*
+  cosine top-k over the active layer's vectors as the collection stores them (`vector_top`),
+  ties broken by id: Chroma's approximate search (HNSW) returns a slightly different top-k each
+  time the index is opened, and a pool must be the same for the same inputs. The archive layer
+  never enters a normal pool (and is not embedded: `hltm.judge.service.refresh_index` syncs the
+  active layer).
 * **BM25** (`bm25s`, tech-aware tokenizer) runs over the active layer's texts, built in memory
   from the sources (milliseconds for thousands of resumes) and reused while they are unchanged.
 * The **pool** is the plain union (`hltm.judge.pools.union_pool`); the judge ranks it. RRF is a
@@ -26,7 +29,7 @@ import numpy as np
 
 from hltm.embeddings import CachedEmbedder, text_hash
 from hltm.judge.data import Resume, Vacancy
-from hltm.judge.pools import BM25Index, PoolEntry, union_pool
+from hltm.judge.pools import BM25Index, PoolEntry, stable_top, union_pool
 from hltm.vectors import VectorStore
 from hltm.warehouse import connect
 
@@ -39,7 +42,7 @@ __all__ = [
     "bm25_index",
     "build_pool",
     "sync_resume_index",
-    "vector_search",
+    "vector_top",
 ]
 
 RESUMES_COLLECTION = "resumes"
@@ -114,29 +117,68 @@ def index_hashes(store: VectorStore) -> dict[str, str]:
     }
 
 
-def vector_search(
-    store: VectorStore, query_vector: np.ndarray, k: int = K_VECTOR, layer: str = "active"
-) -> list[tuple[str, float]]:
-    """(resume id, cosine) best first, from the ``resumes`` collection, one layer only (under
-    a hold on the client: a reopen in this process waits for it)."""
-    if k <= 0:
-        return []
+@dataclass(frozen=True)
+class LayerVectors:
+    """One layer's vectors as the ``resumes`` collection stores them: ids, unit-length rows."""
+
+    ids: list[str]
+    matrix: np.ndarray
+
+
+_VECTORS: dict[str, LayerVectors] = {}
+_VECTORS_LOCK = threading.Lock()
+
+
+def layer_vectors(store: VectorStore, layer: str = "active") -> LayerVectors:
+    """The layer's vectors, read from the collection again only when its ids or content hashes
+    changed (a judge run reads them once for all its vacancies)."""
     with store.reading():
         coll = store.existing(RESUMES_COLLECTION)
         if coll is None:
-            return []
-        n = coll.count()
-        if n == 0:
-            return []
-        got = coll.query(
-            query_embeddings=[np.asarray(query_vector, dtype=np.float32).tolist()],
-            n_results=min(k, n),
-            where={"layer": layer},
-            include=["distances"],
+            return LayerVectors([], np.zeros((0, 0)))
+        listed = coll.get(where={"layer": layer}, include=["metadatas"])
+        pairs = sorted(
+            (rid, str((meta or {}).get("content_hash", "")))
+            for rid, meta in zip(listed["ids"], listed["metadatas"] or [], strict=False)
         )
-    ids = got["ids"][0] if got["ids"] else []
-    dists = got["distances"][0] if got.get("distances") else [0.0] * len(ids)
-    return [(rid, 1.0 - float(d)) for rid, d in zip(ids, dists, strict=True)]
+        digest = hashlib.sha1(f"{store.settings.chroma_path}\n{pairs}".encode()).hexdigest()
+        with _VECTORS_LOCK:
+            found = _VECTORS.get(digest)
+        if found is not None:
+            return found
+        ids = [rid for rid, _ in pairs]
+        got = coll.get(ids=ids, include=["embeddings"]) if ids else {"ids": [], "embeddings": []}
+    by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
+    rows = [by_id[rid] for rid in ids]  # none: a layer without resumes
+    matrix = np.asarray(rows, dtype=np.float64).reshape(len(ids), -1) if rows else np.zeros((0, 0))
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    found = LayerVectors(ids, matrix / np.where(norms > 0, norms, 1.0))
+    with _VECTORS_LOCK:
+        if len(_VECTORS) > 4:
+            _VECTORS.clear()
+        _VECTORS[digest] = found
+    return found
+
+
+def vector_top(
+    store: VectorStore, query_vector: np.ndarray, k: int, allowed: set[str] | None = None
+) -> list[tuple[str, float]]:
+    """(resume id, cosine) of the exact top ``k`` of the active layer (among ``allowed`` ids),
+    best first, cut by `stable_top` (rounded score, then id): the same on every run over the
+    same vectors, whatever order or graph the index holds them in."""
+    vectors = layer_vectors(store)
+    if k <= 0 or not vectors.ids:
+        return []
+    query = np.asarray(query_vector, dtype=np.float64)
+    scores = vectors.matrix @ (query / (np.linalg.norm(query) or 1.0))
+    keep = np.array([allowed is None or rid in allowed for rid in vectors.ids])
+    if not keep.any():
+        return []
+    kept = scores[keep]
+    cut = len(kept) - min(k, len(kept))
+    # The k best and all that rounding could tie with the k-th; `stable_top` orders and cuts.
+    near = np.flatnonzero(keep & (scores >= np.partition(kept, cut)[cut] - 1e-6))
+    return stable_top([(vectors.ids[i], float(scores[i])) for i in near], k)
 
 
 class QueryVectors:

@@ -200,16 +200,20 @@ def _bears_on(
     if not alternatives(requirement):
         return None
     share = term_share(requirement, quote)
-    if share >= MET_SHARE:
-        return "met"
-    if share > 0 and not compare:
-        return "thin"
+    if not _by_meaning(share, compare):
+        return "met" if share >= MET_SHARE else "thin"
     from hltm.embeddings import similarities  # loads the model only when needed
 
     own, *rest = similarities(quote, [requirement, *(o for o in others if o != requirement)])
     if own >= threshold and own > max(rest, default=-1.0):
         return "met"
     return "thin" if share > 0 else "irrelevant"
+
+
+def _by_meaning(share: float, compare: bool) -> bool:
+    """Whether a quote stating `share` of the key terms is judged by its meaning: it states too
+    few to back "met" by its words, and either none at all or ``compare`` is asked for."""
+    return share < MET_SHARE and (share == 0 or compare)
 
 
 def _compared(requirement: str, quote: str) -> tuple[str, str]:
@@ -227,9 +231,8 @@ def prefetch(pairs: Iterable[tuple[str, str, str]], others: Sequence[str] = ()) 
     texts: list[str] = []
     for requirement, quote, claimed in pairs:
         about, said = _compared(requirement, quote)
-        share = term_share(about, said) if alternatives(about) else 1.0
         compare = claimed == "met" and required_years(requirement) is None
-        if share == 0 or (share < MET_SHARE and compare):
+        if alternatives(about) and _by_meaning(term_share(about, said), compare):
             texts += [about, said]
     prefetch_texts([*texts, *others] if texts else [])
 

@@ -436,13 +436,34 @@ def _unproved_redaction(row: Sequence[Any], proofs: Mapping[str, int]) -> str:
 @dataclass(frozen=True)
 class Publication:
     """What a publish did: ``live`` is the ranking served afterwards (the new one when
-    ``published``, else the one kept), ``reason`` says why in either case."""
+    ``published``, else the one kept), ``reason`` says why in either case; ``unchanged``: the
+    live one is this very ranking, so nothing was appended."""
 
     published: bool
     live: JournalEntry | None
     reason: str
     judged: int
     pool: int
+    unchanged: bool = False
+
+
+def same_ranking(
+    live: JournalEntry,
+    vacancy: Vacancy,
+    config: JudgeConfig,
+    ranking: Sequence[Ranked],
+    pool: int,
+    failed: int,
+) -> bool:
+    """Whether the live journal row already states this ranking: same vacancy version, judge
+    configuration, pool size, candidates with the same scores in the same order, and failures
+    (its time, run and gate rate aside)."""
+    return (
+        (live.vacancy_version, live.model, live.prompt_version)
+        == (vacancy.version_key, config.model, config.prompt_version)
+        and (live.pool_size, live.failed, live.redacted) == (pool, failed, 0)
+        and live.ranking == tuple(ranking)
+    )
 
 
 def replaces(judged: int, pool: int, live: JournalEntry | None) -> tuple[bool, str]:
@@ -495,6 +516,9 @@ def publish_ranking(
     with _APPEND_LOCK, connect(derived_db) as con:
         ensure_judge_schema(con)
         live = _live(con, vacancy.vacancy_id)
+        if live is not None and same_ranking(live, vacancy, config, ranking, len(pool), failed):
+            reason = f"unchanged: the live ranking (journal #{live.seq}) is this one"
+            return Publication(False, live, reason, len(ranking), len(pool), unchanged=True)
         allowed, reason = replaces(len(ranking), len(pool), live)
         if not allowed:
             return Publication(False, live, reason, len(ranking), len(pool))

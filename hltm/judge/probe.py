@@ -19,7 +19,7 @@ the sample comes from the archive layer when it has enough candidates.
 prices configured, dollars) before anything is sent to the LLM; `judge()` runs the plan; `run()`
 does both and stores the month's results in `recall_probe_results`.
 
-Dagster-free; `assets/probe.py` wires it to a monthly partition and a warning check.
+Dagster-free; `hltm_dagster/defs/probe/assets.py` wires it to a monthly partition and a warning check.
 """
 
 from __future__ import annotations

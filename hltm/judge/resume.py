@@ -31,6 +31,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from hltm.vocabulary import load
+
 __all__ = [
     "Line",
     "ParsedResume",
@@ -88,37 +90,7 @@ _RANGE_RE = re.compile(
     re.IGNORECASE,
 )
 
-_SECTION_WORDS: dict[str, str] = {
-    "summary": "summary", "profile": "summary", "about me": "summary", "about": "summary",
-    "objective": "summary", "о себе": "summary", "кратко обо мне": "summary", "обо мне": "summary",
-    "professional summary": "summary", "executive profile": "summary",
-    "professional profile": "summary", "career overview": "summary", "career objective": "summary",
-    "executive summary": "summary", "summary of qualifications": "summary",
-    "experience": "experience", "work experience": "experience",
-    "professional experience": "experience", "employment history": "experience",
-    "work history": "experience", "employment": "experience", "career history": "experience",
-    "relevant experience": "experience", "career": "experience", "опыт работы": "experience",
-    "опыт": "experience", "трудовая деятельность": "experience",
-    "skills": "skills", "key skills": "skills", "tech stack": "skills", "stack": "skills",
-    "technologies": "skills", "technical skills": "skills", "skill highlights": "skills",
-    "highlights": "skills", "core qualifications": "skills", "qualifications": "skills",
-    "core competencies": "skills", "areas of expertise": "skills", "навыки": "skills",
-    "ключевые навыки": "skills", "стек": "skills", "технологии": "skills",
-    "education": "education", "образование": "education", "courses": "education",
-    "certifications": "education", "курсы": "education", "сертификаты": "education",
-    "education and training": "education", "training": "education",
-    "certificates": "education", "licenses": "education", "licenses and certifications": "education",
-    "certifications and licenses": "education", "coursework": "education",
-    "дополнительное образование": "education", "повышение квалификации": "education",
-    "languages": "languages", "языки": "languages", "знание языков": "languages",
-    "projects": "projects", "project": "projects", "academic projects": "projects",
-    "key projects": "projects", "проекты": "projects",
-    "accomplishments": "other", "core accomplishments": "other", "awards": "other",
-    "interests": "other", "additional information": "other", "affiliations": "other",
-    "professional affiliations": "other", "activities and honors": "other",
-    "presentations": "other", "publications": "other", "personal information": "other",
-    "volunteer experience": "other", "references": "other",
-}  # fmt: skip
+_SECTION_WORDS: dict[str, str] = load(__package__, "resume")["sections"]  # resume.toml
 _SECTION_RE = re.compile(
     r"^\s*(?P<name>"
     + "|".join(sorted((re.escape(w) for w in _SECTION_WORDS), key=len, reverse=True))

@@ -24,7 +24,7 @@ from hltm.judge.candidates import (
     build_pool,
     index_hashes,
     sync_resume_index,
-    vector_search,
+    vector_top,
 )
 from hltm.judge.data import Resume, Vacancy, load_resumes
 from hltm.judge.formal import DEFAULT_FORMAL_PATTERNS
@@ -41,7 +41,7 @@ from hltm.judge.pipeline import (
     judge_pool,
     pool_gate,
 )
-from hltm.judge.pools import PoolEntry, stable_top
+from hltm.judge.pools import PoolEntry
 from hltm.judge.store import ensure_judge_schema
 from hltm.llm import LLM
 from hltm.vectors import VectorStore
@@ -125,18 +125,6 @@ class PoolResult:
         }
 
 
-def stable_vector_hits(
-    store: VectorStore, query: Any, k: int, allowed: set[str]
-) -> list[tuple[str, float]]:
-    """The vector top-``k`` among ``allowed`` ids, the same on every run over the same index.
-
-    Over-fetch, then cut by (rounded score, id): the approximate search orders near-ties
-    arbitrarily, and a cut through a tie would change the pool between identical runs.
-    """
-    found = vector_search(store, query, k + max(16, k // 4))
-    return stable_top([(rid, s) for rid, s in found if rid in allowed], k)
-
-
 def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> PoolResult:
     """Vector top-k ∪ BM25 top-k over the active layer; stored in ``judge_pools``."""
     active = load_resumes(env.sources_db, layer="active")
@@ -144,7 +132,7 @@ def build_vacancy_pool(env: JudgeEnv, vacancy: Vacancy, run_id: str = "") -> Poo
     indexed = index_hashes(env.store)
     not_indexed = sum(1 for r in active if indexed.get(r.resume_id) != r.content_hash)
     query = QueryVectors(env.embedder, env.derived_db).get(vacancy.vector_query())
-    hits = stable_vector_hits(env.store, query, env.k_vector, set(by_id))
+    hits = vector_top(env.store, query, env.k_vector, set(by_id))
     entries = build_pool(vacancy, hits, bm25_index(active), env.k_vector, env.k_bm25)
     entries = [e for e in entries if e.id in by_id]
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -229,7 +217,7 @@ def pool_advice(vacancy_id: str) -> str:
     evaluations again (`judge_pool`), so once the model answers well the next one publishes."""
     return (
         "its failed evaluations are judged again by its next run; once the model answers well:"
-        f" `hltm judge run -v {vacancy_id}`"
+        f" `hltm judge run --vacancy {vacancy_id}`"
     )
 
 
@@ -279,6 +267,7 @@ class RunSummary:
     reports: dict[str, JudgeReport] = field(default_factory=dict)
     published: dict[str, JournalEntry] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # vacancy id → why the live one stays
+    unchanged: dict[str, JournalEntry] = field(default_factory=dict)  # the live one is the same
     blocked: dict[str, str] = field(default_factory=dict)  # vacancy id → its own gate's reason
     gate: GateDecision | None = None
     budget: int | None = None
@@ -301,6 +290,7 @@ class RunSummary:
             "llm_calls": sum(r.usage.calls for r in reps),
             "tokens": sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in reps),
             "published": len(self.published),
+            "unchanged": len(self.unchanged),
             "held": len(self.held),
             "blocked": len(self.blocked),
         }
@@ -322,6 +312,8 @@ class RunSummary:
         for vid, entry in sorted(self.published.items()):
             top = ", ".join(f"{r.resume_id}:{r.overall}" for r in entry.top(3))
             out.append(f"{vid}: journal #{entry.seq}, {entry.judged} ranked, top 3: {top}")
+        for vid, entry in sorted(self.unchanged.items()):
+            out.append(f"{vid}: ranking unchanged, journal #{entry.seq}")
         for vid, reason in sorted(self.held.items()):
             out.append(f"{vid}: ranking held, {reason}")
         for vid, reason in sorted(self.blocked.items()):
@@ -406,6 +398,8 @@ def judge_all(
             )  # fmt: skip
             if publication.published and publication.live is not None:
                 summary.published[vacancy.vacancy_id] = publication.live
+            elif publication.unchanged and publication.live is not None:
+                summary.unchanged[vacancy.vacancy_id] = publication.live
             else:
                 summary.held[vacancy.vacancy_id] = publication.reason
             if on_vacancy:

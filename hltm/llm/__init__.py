@@ -1,6 +1,6 @@
 """The one LLM interface every extractor, aggregator, answerer and judge goes through.
 
-A `Task` is a versioned prompt from `prompts/` plus the pydantic model its answer must fit.
+A `Task` is a versioned prompt from `hltm/llm/prompts/` plus the pydantic model its answer must fit.
 `LLM.run(task, payload)` renders the prompt, sends it to a backend and returns a validated answer.
 Two backends sit behind it:
 

@@ -28,7 +28,6 @@ REASONING_ALLOWANCE = 4096  # added to max_tokens when a reasoning effort is con
 # From the richest to none: `json_object_schema` is `{"type": "json_object", "schema": …}`, which
 # llama-cpp-python's server (and llama.cpp's) enforce with a grammar where they refuse json_schema.
 RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "text")
-_LEGACY_FORMATS = ("json_schema", "json_object", "text")  # profiles written before the schema rung
 _ADAPTABLE_STATUS = frozenset({400, 404, 415, 422, 500, 501})
 DROPPABLE_PARAMS = ("temperature", "seed", "reasoning_effort")
 # Requests that may go to learning what an endpoint lacks, per task: each response format, each
@@ -107,14 +106,9 @@ class EndpointProfile:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EndpointProfile:
-        if "refused_formats" in data:
-            refused = {str(f) for f in data["refused_formats"]} & set(RESPONSE_FORMATS)
-        else:  # written before json_object_schema existed: try that rung once
-            fmt = str(data.get("response_format", "json_schema"))
-            rung = _LEGACY_FORMATS.index(fmt) if fmt in _LEGACY_FORMATS else 0
-            refused = set(_LEGACY_FORMATS[:rung])
         return cls(
-            refused_formats=refused,
+            refused_formats={str(f) for f in data.get("refused_formats", ())}
+            & set(RESPONSE_FORMATS),
             max_tokens_param=str(data.get("max_tokens_param", "max_tokens")),
             dropped={str(d) for d in data.get("dropped", ())},
             stream=bool(data.get("stream", True)),

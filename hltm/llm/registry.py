@@ -7,14 +7,15 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from hltm.settings import REPO_ROOT
 from hltm.tokens import count_tokens
 
-PROMPTS_DIR = REPO_ROOT / "prompts"
+# The versioned prompts ship inside the package, so an installed wheel has them.
+PROMPTS = resources.files("hltm.llm") / "prompts"
 INPUT_FENCE = "```json"
 # Per-message framing tokens in the chat format (OpenAI's counting recipe).
 _TOKENS_PER_MESSAGE = 3
@@ -131,8 +132,8 @@ def load_task(
     offline: Handler,
     prepare: BatchHandler | None = None,
 ) -> Task[OutputT]:
-    """Load `prompts/<name>.toml` (keys: version, system, user, optional max_tokens)."""
-    spec = tomllib.loads((PROMPTS_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+    """Load `hltm/llm/prompts/<name>.toml` (keys: version, system, user, optional max_tokens)."""
+    spec = tomllib.loads((PROMPTS / f"{name}.toml").read_text(encoding="utf-8"))
     max_tokens = int(spec["max_tokens"]) if "max_tokens" in spec else None
     task = Task(
         name,

@@ -1,6 +1,6 @@
 """HLTM memory tree, Dagster-free: the ownership tree and its diff, the three representations
 per node (facets, QA pairs, summaries), bottom-up aggregation, the DuckDB + Chroma store, full
-builds and incremental refreshes. The Dagster layer (`assets/memory.py`, `sensors/`) only wires
+builds and incremental refreshes. The Dagster layer (`hltm_dagster/defs/memory/`) only wires
 these to resources, partitions and schedules.
 """
 

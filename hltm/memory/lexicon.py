@@ -3,7 +3,8 @@
 Nothing here knows about the sample generator: these are general recruiting vocabularies
 (a gazetteer of hiring locations, work-mode / employment-type / seniority keywords, a tech and
 business skills list, salary and experience patterns), each mapped to one canonical English value
-so that facets from different projects, languages and spellings aggregate together.
+so that facets from different projects, languages and spellings aggregate together. The terms
+are data (`lexicon.toml` beside this module); the patterns that read sentences stay here.
 """
 
 from __future__ import annotations
@@ -12,22 +13,13 @@ import re
 from dataclasses import dataclass
 
 from hltm.memory.salary import find_salaries as read_salaries
+from hltm.vocabulary import load
+
+_DATA = load(__package__, "lexicon")
 
 # The facet fields the extractors produce, in the order their questions come first, and how a
 # sentence names each (any other field follows alphabetically).
-FIELD_PHRASES: dict[str, str] = {
-    "title": "role",
-    "location": "location",
-    "work_mode": "work mode",
-    "employment_type": "employment type",
-    "seniority": "seniority",
-    "skill": "skills",
-    "salary": "salary",
-    "years_experience": "experience",
-    "language": "languages",
-    "rejection_reason": "rejection reasons",
-    "status": "status",
-}
+FIELD_PHRASES: dict[str, str] = _DATA["field_phrases"]
 
 # A "word" boundary that also treats + # . as part of a term (C++, C#, .NET, Node.js).
 _L = r"(?<![\w+#])"
@@ -72,320 +64,24 @@ def _terms(table: dict[str, list[str]], flags: int = re.IGNORECASE) -> Vocabular
     return _combine(tuple(canonical), tuple(patterns), tuple(bodies))
 
 
-LOCATIONS = _terms(
-    {
-        "San Francisco Bay Area": [
-            r"san francisco(?: bay area)?",
-            r"sf bay area",
-            r"bay area",
-            r"silicon valley",
-            r"palo alto",
-            r"mountain view",
-            r"san jose",
-        ],
-        "New York": [r"new york(?: city)?", r"nyc", r"нью[- ]йорк\w*"],
-        "Seattle": [r"seattle"],
-        "Austin": [r"austin,? tx", r"austin,? texas"],
-        "Boston": [r"boston"],
-        "Chicago": [r"chicago"],
-        "Los Angeles": [r"los angeles"],
-        "Toronto": [r"toronto", r"торонто"],
-        "Vancouver": [r"vancouver"],
-        "London": [r"london", r"лондон\w*"],
-        "Dublin": [r"dublin", r"дублин\w*"],
-        "Berlin": [r"berlin", r"берлин\w*"],
-        "Munich": [r"munich", r"münchen", r"мюнхен\w*"],
-        "Amsterdam": [r"amsterdam", r"амстердам\w*"],
-        "Paris": [r"paris", r"париж\w*"],
-        "Madrid": [r"madrid", r"мадрид\w*"],
-        "Barcelona": [r"barcelona", r"барселон\w*"],
-        "Lisbon": [r"lisbon", r"lisboa", r"лиссабон\w*"],
-        "Warsaw": [r"warsaw", r"варшав\w*"],
-        "Prague": [r"prague", r"праг[аеиу]"],
-        "Vienna": [r"vienna", r"вен[аеыу]"],
-        "Zurich": [r"zurich", r"zürich", r"цюрих\w*"],
-        "Stockholm": [r"stockholm", r"стокгольм\w*"],
-        "Helsinki": [r"helsinki", r"хельсинки"],
-        "Tallinn": [r"tallinn", r"таллин\w*"],
-        "Riga": [r"riga", r"риг[аеиу]"],
-        "Vilnius": [r"vilnius", r"вильнюс\w*"],
-        "Belgrade": [r"belgrade", r"белград\w*"],
-        "Istanbul": [r"istanbul", r"стамбул\w*"],
-        "Tel Aviv": [r"tel[- ]aviv", r"тель[- ]авив\w*"],
-        "Dubai": [r"dubai", r"дубай\w*"],
-        "Singapore": [r"singapore", r"сингапур\w*"],
-        "Bangalore": [r"bangalore", r"bengaluru"],
-        "Tokyo": [r"tokyo", r"токио"],
-        "Sydney": [r"sydney"],
-        "Moscow": [r"moscow", r"москв\w*", r"мск"],
-        "Saint Petersburg": [
-            r"saint[- ]petersburg",
-            r"st\.? ?petersburg",
-            r"санкт[- ]петербург\w*",
-            r"спб",
-            r"питер\w*",
-        ],
-        "Novosibirsk": [r"novosibirsk", r"новосибирск\w*"],
-        "Yekaterinburg": [r"yekaterinburg", r"ekaterinburg", r"екатеринбург\w*"],
-        "Kazan": [r"kazan", r"казан[ьи]"],
-        "Nizhny Novgorod": [r"nizhny novgorod", r"нижн\w+ новгород\w*"],
-        "Krasnodar": [r"krasnodar", r"краснодар\w*"],
-        "Minsk": [r"minsk", r"минск\w*"],
-        "Almaty": [r"almaty", r"алмат[аыев]\w*"],
-        "Astana": [r"astana", r"астан[аеыу]"],
-        "Tashkent": [r"tashkent", r"ташкент\w*"],
-        "Tbilisi": [r"tbilisi", r"тбилиси"],
-        "Yerevan": [r"yerevan", r"ереван\w*"],
-        "Limassol": [r"limassol", r"лимассол\w*"],
-        "Kyiv": [r"kyiv", r"kiev", r"киев\w*"],
-        "Europe": [
-            r"europe",
-            r"european union",
-            r"европ\w*",
-            r"(?<=remote[- ])eu",  # "Remote-EU"
-            r"eu[- ](?:based|only|remote|time ?zones?)",
-        ],
-        "EMEA": [r"emea"],
-        "APAC": [r"apac"],
-        "LATAM": [r"latam", r"latin america"],
-        "CIS": [r"cis countries", r"снг"],
-    }
-)
+LOCATIONS = _terms(_DATA["locations"])
 # Wide areas: a posting's place only when it names no city (else they are where the company
 # sells or has offices: "brands sold in North America and Europe").
-REGIONS = frozenset({"Europe", "EMEA", "APAC", "LATAM", "CIS"})
+REGIONS = frozenset(_DATA["regions"])
 
-WORK_MODES = _terms(
-    {
-        "remote": [
-            r"remote(?:[- ]first|[- ]only)?",
-            r"fully[- ]remote",
-            r"(?:work|working|done|performed) remotely",
-            r"work(?:ing)? from (?:home|anywhere)",
-            r"wfh",
-            # the work, not a thing: "удалённая работа", not "удалённый сервер"
-            r"(?:удал[её]нн|дистанционн)\w* (?:работ|формат|режим|занятост|сотрудничеств|график)\w*",
-            r"удал[её]нно",
-            r"дистанционно",
-            r"удал[её]нк\w*",
-        ],
-        "hybrid": [
-            r"hybrid",
-            r"гибрид(?![а-яё])",
-            r"гибридн\w* (?:формат|график|режим|работ)\w*",  # not "гибридная архитектура"
-        ],
-        "onsite": [
-            r"on[- ]?site",
-            r"in[- ]office",
-            r"office[- ]based",
-            r"in the office",
-            r"в офисе",
-            r"офисн\w+ формат\w*",
-            r"работа в офисе",
-            r"формат\w*\s?[—:–-]?\s?офис\w*",
-            r"из офиса",
-            r"(?<!-)офис(?![\w-])",  # "(офис, Окружная)", "в офис", not "бэк-офис"
-        ],
-    }
-)
+WORK_MODES = _terms(_DATA["work_modes"])
 
-EMPLOYMENT_TYPES = _terms(
-    {
-        "full-time": [r"full[- ]?time", r"полн\w+ занятост\w*", r"полный рабочий день", r"fte"],
-        "part-time": [
-            r"part[- ]?time",
-            r"частичн\w+ занятост\w*",
-            r"неполн\w+ (?:занятост|день)\w*",
-            r"подработк\w*",
-        ],
-        "contract": [
-            r"contract(?:or)?(?: \w+)? (?:role|positions?|basis|job|assignment|opportunity|employee|work)",
-            r"\d+[- ](?:month|week|year)s? contract",
-            r"(?:monthly|hourly|paid|temporary) contract",
-            r"contract \(\d+",
-            r"contract[- ]to[- ](?:hire|perm)",
-            r"\(contract\)",
-            r"(?:w2|1099|short[- ]term|long[- ]term) contract",
-            r"(?:job|employment|position) type:?\s?contract",
-            r"(?:independent|1099|w-?2|freelance) contractor",
-            # the person hired is one: "looking for a contractor", not "a general contractor"
-            r"(?:for|as|hire|hiring|seeking|seek|need) an? contractor",
-            r"контракт\w* на \d+",  # "Контракт на 6 месяцев"
-            r"fixed[- ]term contract",
-            r"b2b[- ](?:contract|договор\w*|контракт\w*|оформлени\w*)",  # not "B2B sales"
-            r"(?:по|через|оформление по) b2b",
-            r"гпх",
-            r"договор\w* подряда",
-        ],
-        "internship": [r"internship", r"intern", r"стажировк\w*", r"стаж[её]р\w*"],
-        "freelance": [r"freelance(?:r(?!s))?", r"фриланс\w*", r"проектн\w+ работ\w*"],
-        "temporary": [
-            r"temporary",
-            r"temp[- ]to[- ](?:hire|perm)",
-            r"seasonal (?:positions?|jobs?|roles?|work|employment|staff|help|hires?|associates?|workers?)",
-            r"временн\w+ работ\w*",
-        ],
-        "volunteer": [
-            r"volunteer(?: \w+)? (?:position|role|opportunity)",
-            r"unpaid(?:,? [\w-]+)? (?:position|role|opportunity|volunteer|internship|basis)",
-            r"\(unpaid\)",
-            r"voluntary basis",
-            r"волонт[её]р\w*",
-        ],
-    }
-)
+EMPLOYMENT_TYPES = _terms(_DATA["employment_types"])
 
-SENIORITY = _terms(
-    {
-        "intern": [r"intern", r"стаж[её]р\w*"],
-        "junior": [r"junior", r"jr\.?", r"entry[- ]level", r"джун\w*", r"младш\w+"],
-        "middle": [r"middle", r"mid[- ]level", r"мидл\w*"],
-        "senior": [r"senior", r"sr\.", r"сеньор\w*", r"синьор\w*", r"старш\w+"],
-        "lead": [
-            r"team[- ]?lead",
-            r"tech(?:nical)?[- ]?lead",
-            r"lead",
-            r"тимлид\w*",
-            r"техлид\w*",
-            r"ведущ\w+",
-        ],
-        "principal": [r"principal", r"staff engineer"],
-        "head": [r"head of", r"director", r"vp of", r"руководител\w+", r"директор\w*", r"cto"],
-    }
-)
+SENIORITY = _terms(_DATA["seniority"])
 
 # Case-insensitive skills. Short or ambiguous words are in _SKILLS_CASED below.
-SKILLS = _terms(
-    {
-        "Python": [r"python"],
-        "Java": [r"java(?!script)"],
-        "Kotlin": [r"kotlin"],
-        "Scala": [r"scala"],
-        "Rust": [r"rust"],
-        "C++": [r"c\+\+\d*", r"cpp", r"с\+\+"],
-        "C#": [r"c#", r"csharp", r"с#"],
-        ".NET": [r"\.net(?: core)?", r"asp\.net", r"dotnet"],
-        "JavaScript": [r"javascript", r"js"],
-        "TypeScript": [r"typescript", r"ts"],
-        "Node.js": [r"node\.?js", r"node"],
-        "React": [r"react(?:\.?js)?(?! native)"],
-        "React Native": [r"react native"],
-        "Vue": [r"vue(?:\.?js)?"],
-        "Angular": [r"angular(?:js)?"],
-        "Next.js": [r"next\.?js"],
-        "PHP": [r"php"],
-        "Laravel": [r"laravel"],
-        "Ruby": [r"ruby"],
-        "Ruby on Rails": [r"ruby on rails", r"rails"],
-        "Django": [r"django"],
-        "Flask": [r"flask"],
-        "FastAPI": [r"fastapi"],
-        "Spring": [r"spring boot", r"spring framework"],
-        "Objective-C": [r"objective[- ]c"],
-        "iOS": [r"ios"],
-        "Android": [r"android"],
-        "Flutter": [r"flutter"],
-        "SQL": [r"sql"],
-        "PostgreSQL": [r"postgres(?:ql)?"],
-        "MySQL": [r"mysql"],
-        "Oracle": [r"oracle"],
-        "MS SQL Server": [r"ms ?sql(?: server)?", r"sql server"],
-        "MongoDB": [r"mongo(?:db)?"],
-        "Redis": [r"redis"],
-        "Cassandra": [r"cassandra"],
-        "ClickHouse": [r"clickhouse"],
-        "Elasticsearch": [r"elastic(?:search)?", r"opensearch"],
-        "Kafka": [r"kafka"],
-        "RabbitMQ": [r"rabbitmq"],
-        "Spark": [r"(?:apache )?spark", r"pyspark"],
-        "Hadoop": [r"hadoop"],
-        "Airflow": [r"airflow"],
-        "dbt": [r"dbt"],
-        "Snowflake": [r"snowflake"],
-        "BigQuery": [r"bigquery"],
-        "Databricks": [r"databricks"],
-        "Tableau": [r"tableau"],
-        "Power BI": [r"power ?bi"],
-        "pandas": [r"pandas"],
-        "NumPy": [r"numpy"],
-        "scikit-learn": [r"scikit[- ]learn", r"sklearn"],
-        "PyTorch": [r"pytorch", r"torch"],
-        "TensorFlow": [r"tensorflow"],
-        "machine learning": [r"machine learning", r"машинн\w+ обучени\w*"],
-        "deep learning": [r"deep learning", r"глубок\w+ обучени\w*"],
-        "LLM": [r"llms?", r"large language models?"],
-        "NLP": [r"nlp", r"natural language processing"],
-        "computer vision": [r"computer vision", r"компьютерн\w+ зрени\w*"],
-        "MLOps": [r"mlops"],
-        "Docker": [r"docker"],
-        "Kubernetes": [r"kubernetes", r"k8s"],
-        "Terraform": [r"terraform"],
-        "Ansible": [r"ansible"],
-        "Helm": [r"helm"],
-        "AWS": [r"aws", r"amazon web services"],
-        "GCP": [r"gcp", r"google cloud"],
-        "Azure": [r"azure"],
-        "Linux": [r"linux"],
-        "Bash": [r"bash", r"shell scripting"],
-        "CI/CD": [r"ci/cd", r"ci ?cd"],
-        "Jenkins": [r"jenkins"],
-        "GitLab CI": [r"gitlab(?: ci)?"],
-        "GitHub Actions": [r"github actions"],
-        "Prometheus": [r"prometheus"],
-        "Grafana": [r"grafana"],
-        "microservices": [r"micro-?services?", r"микросервис\w*"],
-        "REST": [r"rest(?:ful)?(?: api)?"],
-        "GraphQL": [r"graphql"],
-        "gRPC": [r"grpc"],
-        "HTML": [r"html5?"],
-        "CSS": [r"css3?"],
-        "Figma": [r"figma"],
-        "Jira": [r"jira"],
-        "Agile": [r"agile"],
-        "Scrum": [r"scrum"],
-        "Selenium": [r"selenium"],
-        "Playwright": [r"playwright"],
-        "Cypress": [r"cypress"],
-        "test automation": [r"test automation", r"qa automation", r"автотест\w*"],
-        "1C": [r"1c", r"1с"],
-        "SAP": [r"sap"],
-        "Salesforce": [r"salesforce"],
-        "CRM": [r"crm"],
-        "SEO": [r"seo"],
-        "MATLAB": [r"matlab"],
-        "Unity": [r"unity3?d?"],
-        "Unreal Engine": [r"unreal(?: engine)?"],
-        "Photoshop": [r"photoshop"],
-    }
-)
+SKILLS = _terms(_DATA["skills"])
 
-_SKILLS_CASED = _terms(
-    {
-        "Go": [r"Go(?!-)", r"GO", r"[Gg]olang"],
-        "R": [r"(?<![&'’-])R(?![&'’-])"],
-        "Swift": [r"Swift"],
-        "Excel": [r"Excel", r"MS Excel"],
-        "Spring": [r"Spring"],
-        "Perl": [r"Perl"],
-        "Elixir": [r"Elixir"],
-        "Erlang": [r"Erlang"],
-        "Haskell": [r"Haskell"],
-    },
-    flags=0,
-)
+_SKILLS_CASED = _terms(_DATA["skills_cased"], flags=0)
 SKILLS_ALL = SKILLS + _SKILLS_CASED
 
-LANGUAGES = _terms(
-    {
-        "English": [r"english", r"английск\w*"],
-        "German": [r"german", r"немецк\w*"],
-        "French": [r"french", r"французск\w*"],
-        "Spanish": [r"spanish", r"испанск\w*"],
-        "Russian": [r"russian[- ]speaking", r"russian", r"русск\w+ язык\w*"],
-        "Chinese": [r"chinese", r"mandarin", r"китайск\w*"],
-        "Arabic": [r"arabic", r"арабск\w*"],
-    }
-)
+LANGUAGES = _terms(_DATA["languages"])
 _NOT_NEEDED = re.compile(
     r"^\w*\s+(?:is\s+)?(?:not\s+(?:required|needed|necessary)|не\s+(?:нужен|требуется|обязателен))",
     re.IGNORECASE,
@@ -411,68 +107,10 @@ EXPLICIT_LINE = re.compile(
     r"[ \t]*$",
     re.MULTILINE,
 )
-_EXPLICIT_SKIP = {
-    "note", "notes", "comment", "comments", "http", "https", "q", "a", "re", "fwd", "ps",
-    "subject", "from", "to", "cc", "date", "примечание", "комментарий", "вопрос", "ответ",
-}  # fmt: skip
+_EXPLICIT_SKIP = set(_DATA["explicit_skip"])
 
 # Field-name synonyms (EN and RU) → canonical facet field.
-FIELD_SYNONYMS = {
-    "location": "location",
-    "locations": "location",
-    "city": "location",
-    "cities": "location",
-    "region": "location",
-    "office": "location",
-    "город": "location",
-    "локация": "location",
-    "регион": "location",
-    "work_mode": "work_mode",
-    "work_format": "work_mode",
-    "format": "work_mode",
-    "remote_policy": "work_mode",
-    "workplace": "work_mode",
-    "формат": "work_mode",
-    "формат_работы": "work_mode",
-    "employment": "employment_type",
-    "employment_type": "employment_type",
-    "job_type": "employment_type",
-    "занятость": "employment_type",
-    "тип_занятости": "employment_type",
-    "seniority": "seniority",
-    "level": "seniority",
-    "grade": "seniority",
-    "уровень": "seniority",
-    "грейд": "seniority",
-    "salary": "salary",
-    "compensation": "salary",
-    "budget": "salary",
-    "pay": "salary",
-    "зарплата": "salary",
-    "оклад": "salary",
-    "вилка": "salary",
-    "бюджет": "salary",
-    "skills": "skill",
-    "skill": "skill",
-    "stack": "skill",
-    "tech_stack": "skill",
-    "technologies": "skill",
-    "стек": "skill",
-    "навыки": "skill",
-    "технологии": "skill",
-    "title": "title",
-    "role": "title",
-    "position": "title",
-    "должность": "title",
-    "роль": "title",
-    "languages": "language",
-    "language": "language",
-    "язык": "language",
-    "языки": "language",
-    "experience": "years_experience",
-    "years_experience": "years_experience",
-    "опыт": "years_experience",
-}
+FIELD_SYNONYMS = _DATA["field_synonyms"]
 
 CANONICAL_TERMS = {
     "location": LOCATIONS,

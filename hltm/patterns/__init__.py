@@ -1,5 +1,5 @@
 """Query-pattern mining: the query log → recurring templates and asked attributes → (approval) →
-memory hints. Dagster-free; `assets/patterns.py` and `hltm patterns …` wire it up.
+memory hints. Dagster-free; `hltm_dagster/defs/patterns/assets.py` and `hltm patterns …` wire it up.
 
     records ──mine()──▶ patterns (support = distinct identities ≥ min_support)
             ──record_mining()──▶ query_patterns (proposed | approved by auto)

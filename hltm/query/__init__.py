@@ -2,7 +2,10 @@
 answer, logged with its cost.
 
 * `scope`      identities and the subtree filter (`Scope.chroma_where`, `Scope.sql_predicate`)
+* `permitted`  the permitted set of one request: the subtree's nodes, derived once
 * `boundary`   `ScopedMemory`, the ONLY reader of memory content (vector search and fetch by id)
+* `chroma_subtree`   a contract's own Chroma collection, asked for a subtree's items
+* `subtree_vectors`  exact search over a small scope's own vectors (cached per node version)
 * `parse`      question → intent + `field: value` pairs (the offline `parse_query` answer)
 * `retrieve`   facet / QA / summary retrievers with `k_facet`, `k_qa`, `k_summary`; the context
 * `compose`    the offline `answer` composer (cites only ids in its context)

@@ -28,8 +28,9 @@ on for it.
 Concurrency: queries run in parallel (no engine-wide lock; each has its own LLM usage counters).
 The derived DuckDB file has one writer process at a time, so a query never holds a connection
 while it waits on the LLM or on Chroma: it reads the tree through `TreeIndex` (re-read, for
-milliseconds, only when the file changed) and opens one short connection to the query log's own
-file for its insert; a file another process keeps locked longer than `db_wait_s` is `DatabaseBusy`.
+milliseconds, only when the file changed) and hands its log row to `QueryLogWriter`, which
+inserts it off the answer's path; a file another process keeps locked longer than `db_wait_s` is
+`DatabaseBusy`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from hltm.embeddings import SHORT_MEMO_LIMIT, CachedEmbedder, make_embedder, rec
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
 from hltm.memory import lexicon as lx
 from hltm.query import tasks
-from hltm.query.boundary import Collections, ScopedMemory, SubtreeVectors
+from hltm.query.boundary import ScopedMemory
+from hltm.query.chroma_subtree import Collections
 from hltm.query.grounding import ungrounded
 from hltm.query.log import QueryLogWriter
 from hltm.query.parse import FIELDS, ground_pairs, parse_question
@@ -68,7 +70,8 @@ from hltm.query.scope import (
     resolve_scope,
     scope_from_paths,
 )
-from hltm.query.snapshot import NodeRow, TreeIndex
+from hltm.query.snapshot import NodeRow, TreeIndex, TreeSnapshot
+from hltm.query.subtree_vectors import SubtreeVectors
 from hltm.settings import OFFLINE_BACKEND, Settings
 from hltm.vectors import VectorStore
 
@@ -350,7 +353,12 @@ class QueryEngine:
                 given += len(texts)
                 yield from texts
 
-    def _memory(self, scope: Scope, levels: tuple[str, ...] | None = None) -> ScopedMemory:
+    def _memory(
+        self,
+        scope: Scope,
+        levels: tuple[str, ...] | None = None,
+        tree: TreeSnapshot | None = None,
+    ) -> ScopedMemory:
         """The boundary for one query, over the engine's shared indexes and caches."""
         return ScopedMemory(
             scope,
@@ -360,21 +368,26 @@ class QueryEngine:
             self.db_wait_s,
             self.collections,
             self.subtree_vectors,
+            tree,
         )
 
     # ---- scope -----------------------------------------------------------------------------
 
     def scope_for(
-        self, identity: Identity, within: Identity | None = None, con: Any = None
+        self,
+        identity: Identity,
+        within: Identity | None = None,
+        con: Any = None,
+        tree: TreeSnapshot | None = None,
     ) -> Scope:
         """The scope of `identity`; with `within`, `identity` must lie inside `within`'s subtree
         (a caller authenticated as `within` may narrow, never widen: `ScopeError` otherwise).
-        Without `con`, resolved on the engine's in-memory snapshot of the tree."""
+        Without `con`, resolved on a snapshot of the tree (`tree`, else the latest)."""
         if con is not None:
             if within is None:
                 return resolve_scope(con, identity)
             return narrow(con, resolve_scope(con, within), identity)
-        paths = self.tree.snapshot(self.db_wait_s).paths
+        paths = (tree or self.tree.snapshot(self.db_wait_s)).paths
 
         def resolve(who: Identity) -> Scope:
             return scope_from_paths(who, paths.get((f"{who.level}_id", who.id), ()))
@@ -404,9 +417,10 @@ class QueryEngine:
         result = self._new_result(identity, question, channel)
         # Reads go through the in-memory tree index: a connection is opened only when the file
         # changed, for milliseconds, and never held across the LLM calls.
-        scope = self.scope_for(identity, within)
-        result.incomplete = self._incomplete(scope)
-        memory = self._memory(scope, config.levels)
+        tree = self.tree.snapshot(self.db_wait_s)  # one state of the tree for the request
+        scope = self.scope_for(identity, within, tree=tree)
+        result.incomplete = self._incomplete(scope, tree)
+        memory = self._memory(scope, config.levels, tree)
         # A resolved scope holds nodes by construction; only a depth filter can empty it.
         empty = scope.empty or (config.levels is not None and memory.node_count() == 0)
         scoped_s = time.perf_counter() - started
@@ -440,10 +454,10 @@ class QueryEngine:
             logger.info("%s: %s", result.query_id, result.warning)
         return result
 
-    def _incomplete(self, scope: Scope) -> list[str]:
+    def _incomplete(self, scope: Scope, tree: TreeSnapshot) -> list[str]:
         """The scope's nodes the last build left incomplete; for a scope with no stored node
         (its first build failed), the marks carrying the identity's own id."""
-        marks = self.tree.snapshot(self.db_wait_s).incomplete
+        marks = tree.incomplete
         if scope.empty:
             column = LEVELS.index(scope.level)  # marks hold (contract, seat, project, reason)
             return sorted(n for n, mark in marks.items() if mark[column] == scope.identity.id)

@@ -21,7 +21,6 @@ Anything left over is `ungrounded`; the engine then flags the answer `unsupporte
 from __future__ import annotations
 
 import calendar
-import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -44,9 +43,9 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)  # an answer's cited items recur across its scope's questions
-def _places(text: str) -> frozenset[str]:
-    return frozenset(name for name, _ in lx.find_terms(lx.LOCATIONS, text))
+def place_names(text: str) -> set[str]:
+    """The places of the shared gazetteer `text` names, by their canonical name."""
+    return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
 
 
 def item_text(item: dict[str, Any]) -> str:
@@ -81,6 +80,14 @@ def _states(answer: str, value: str) -> bool:
     return bool(wanted) and wanted <= _numbers(answer)
 
 
+def _has_word(text: str, folded: str, word: str) -> bool:
+    """`word` as a whole word of `text`, in any case (`folded`: `text` case-folded, so a word
+    the text lacks, the usual case, costs no regex)."""
+    if word.casefold() not in folded:
+        return False
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE) is not None
+
+
 def ungrounded(
     answer: str,
     question: str,
@@ -90,19 +97,26 @@ def ungrounded(
     """The values `answer` states that its cited items do not (empty: grounded)."""
     cited = "\n".join(item_text(item) for item in cited_items)
     out: list[str] = []
-    held = _numbers(cited)
-    years = {int(n) for n in held if len(n) == 4}
-    for number in sorted(_numbers(answer) - held):
-        year = int(number) if len(number) == 4 else None
-        if year is None or not years & {year - 1, year + 1}:
-            out.append(number)
-    out += sorted(_places(answer) - _places(cited) - _places(question))
+    # The cited text is long and the answer short: it is searched only for what the answer states.
+    stated = _numbers(answer)
+    if stated:
+        held = _numbers(cited)
+        years = {int(n) for n in held if len(n) == 4}
+        for number in sorted(stated - held):
+            year = int(number) if len(number) == 4 else None
+            if year is None or not years & {year - 1, year + 1}:
+                out.append(number)
+    places = place_names(answer)
+    if places:
+        out += sorted(places - place_names(cited) - place_names(question))
+    cited_folded, question_folded = cited.casefold(), question.casefold()
     for match in _NAME.finditer(answer):
         name = match.group(0)
-        word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
         if not terms(name) or name.casefold() in _CALENDAR or name in out:
             continue
-        if not word.search(cited) and not word.search(question):
+        if not _has_word(cited, cited_folded, name) and not _has_word(
+            question, question_folded, name
+        ):
             out.append(name)
     values = _field_values(cited_items)
     for field in asked_fields:

@@ -18,8 +18,7 @@ attributes, support counted over distinct identities) and the record of per-quer
 Why a file of its own: a server inserts every few seconds, and in the derived file each insert
 took that file's one writer lock from every reader and made the tree's and the tokens' readers
 re-check it. Measured with `bench/serve` (2 workers, 50 clients), flushes every 5 s into the
-derived file gave 258 req/s at p95 340 ms, against 300 at p95 275 with none. An older data
-dir's `query_log` table is moved here on the next read or deletion (`adopt_legacy_log`).
+derived file gave 258 req/s at p95 340 ms, against 300 at p95 275 with none.
 
 The log is never on the answer's path (`QueryLogWriter`): an answer only queues its row, and a
 background thread inserts it (opening the file costs ~25 ms of CPU: measured, a logged question
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hltm.errors import DAMAGED, StoreError
-from hltm.warehouse import connect, insert_rows, rewrite_live_rows, table_exists
+from hltm.warehouse import connect, insert_rows, rewrite_live_rows
 
 if TYPE_CHECKING:
     from hltm.query.engine import QueryResult
@@ -123,28 +122,6 @@ def ensure_query_log(con: Any) -> None:
 def log_path(derived_db: Path | str) -> Path:
     """The query log's file: beside the derived file, so one data dir holds both."""
     return Path(derived_db).with_name(QUERY_LOG_FILE)
-
-
-def adopt_legacy_log(derived_db: Path | str, wait_s: float | None = None) -> int:
-    """Move the rows of a `query_log` table that an older version kept in the derived file into
-    the log's own file; how many. Copied first, dropped after: a crash between leaves both, and
-    the next call copies nothing twice (query ids are the key)."""
-    derived_db = Path(derived_db)
-    if not derived_db.exists():
-        return 0
-    with connect(derived_db, wait_s=wait_s) as con:
-        if not table_exists(con, QUERY_LOG_TABLE):
-            return 0
-        ensure_query_log(con)  # a table older than `status` gains it
-        rows = con.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM {QUERY_LOG_TABLE}").fetchall()
-        with connect(log_path(derived_db), wait_s=wait_s) as log_con:
-            ensure_query_log(log_con)
-            insert_rows(log_con, f"INSERT OR IGNORE INTO {QUERY_LOG_TABLE}", rows, COLUMN_NAMES)
-        con.execute(f"DROP TABLE {QUERY_LOG_TABLE}")
-    log.info(
-        "query log: %d row(s) moved from %s to %s", len(rows), derived_db, log_path(derived_db)
-    )
-    return len(rows)
 
 
 def _dump(value: Any) -> str:
@@ -439,7 +416,6 @@ def read_query_log(derived_db: Path | str, limit: int | None = None) -> list[dic
     """Logged queries, newest first, JSON columns decoded (for pattern mining and the CLI);
     this process's queued rows are inserted first."""
     flush_pending(derived_db)
-    adopt_legacy_log(derived_db)
     if not log_path(derived_db).exists():
         return []
     sql = f"SELECT {', '.join(COLUMN_NAMES)} FROM {QUERY_LOG_TABLE} ORDER BY asked_at DESC"
@@ -473,7 +449,6 @@ def forget_queries(derived_db: Path | str, nodes: set[str]) -> int:
     (`insert_query_rows`). The file's lock orders the two, so a row is either in the file when
     the deletion deletes it, or checked against the record when it is inserted. The record
     outlives any queued row: a row older than `FORGET_WINDOW` is dropped, not inserted."""
-    adopt_legacy_log(derived_db)
     if not nodes:
         return 0
 

@@ -15,7 +15,8 @@ A seat's filter excludes its contract node (whose `seat_id` is empty), a project
 seat: a higher-level node never widens anyone's access.
 
 `Scope` renders that filter for Chroma (`where`) and for DuckDB (a parameterised predicate), and
-checks a row or an item's metadata against it. Only `hltm.query.boundary` uses it to read memory.
+checks a row or an item's metadata against it. A request derives its permitted set from it once
+(`hltm.query.permitted`); only `hltm.query.boundary` reads memory, confined to that set.
 """
 
 from __future__ import annotations

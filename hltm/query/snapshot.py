@@ -11,8 +11,8 @@ milliseconds at 100k nodes) and the rows are re-read only if that moved. Node
 contents are cached by (node_id, version): a version is a content hash, so an entry never goes
 stale, and a node's current version always comes from the latest snapshot.
 
-Nothing here filters: `ScopedMemory` applies the subtree filter to every row it takes from a
-snapshot, exactly as its SQL does.
+Nothing here filters: a request takes its permitted set from a snapshot (`hltm.query.permitted`),
+exactly as its SQL does.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class TreeSnapshot:
     # seat_id, project_id, reason). Some have no row (a first build that failed).
     incomplete: dict[str, tuple[str, str | None, str | None, str]] = field(default_factory=dict)
     # Which of its index's snapshots this is (grows with every re-read): caches derived from the
-    # tree (`hltm.query.boundary.SubtreeVectors`) are keyed by it and pruned when it moves.
+    # tree (`hltm.query.subtree_vectors.SubtreeVectors`) are keyed by it and pruned when it moves.
     generation: int = 0
     # What readers derive from this one state and would otherwise derive on every query (each
     # scope's permitted rows: 12 ms for a contract of 10k projects). It goes with the snapshot.

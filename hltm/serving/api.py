@@ -18,7 +18,7 @@ from hltm.judge.journal import Ranked
 from hltm.llm import LLMError
 from hltm.query.boundary import IsolationError
 from hltm.query.scope import Identity, ScopeError
-from hltm.serving.rankings import ScopedRanking, scoped_ranking
+from hltm.serving.rankings import RankingNotServed, ScopedRanking, scoped_ranking
 
 if TYPE_CHECKING:
     from hltm.query.engine import QueryEngine, QueryResult
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.0.0"
+MAX_BODY_BYTES = 16 * 1024  # of a POST /v1/ask body: 413 past it, before it is parsed
 MAX_QUESTION_CHARS = 2000
 NodeIdText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 # Argument types shared by the HTTP bodies and the MCP tools' signatures (one schema for both).
@@ -262,6 +263,8 @@ def ranking(engine: QueryEngine, identity: Identity, vacancy_id: str, top: int) 
         raise ApiError(403, OUTSIDE) from None
     except LookupError as err:
         raise ApiError(404, str(err)) from None
+    except RankingNotServed as err:
+        raise ApiError(409, str(err)) from None
     return RankingResponse.of(found, top)
 
 
@@ -279,6 +282,13 @@ _REF = "#/components/schemas/{model}"
 _AUTH_ERRORS = {
     "401": "Missing, malformed, unknown or revoked token.",
     "403": "Outside the token's subtree (a token only narrows, never widens).",
+}
+# Every request with a token runs in a bounded worker pool and may read a store another process
+# holds or that cannot be used (`hltm.serving.http`): all of them can answer 503.
+_UNAVAILABLE = {
+    "503": "Busy (the server is at capacity, or a DuckDB file is held by another process: retry"
+    " after `Retry-After` seconds), or a store cannot be used (the message names it and what to"
+    " do).",
 }
 
 
@@ -309,7 +319,9 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
     "/healthz": {"get": _operation("Liveness.", Health, {}, secured=False)},
     "/openapi.json": {"get": _operation("This OpenAPI description.", None, {}, secured=False)},
     "/v1/whoami": {
-        "get": _operation("The token's identity and permitted scope.", WhoAmI, _AUTH_ERRORS)
+        "get": _operation(
+            "The token's identity and permitted scope.", WhoAmI, _AUTH_ERRORS | _UNAVAILABLE
+        )
     },
     "/v1/rankings/{vacancy_id}": {
         "get": _operation(
@@ -319,6 +331,8 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
                 "400": "A query parameter does not fit RankingQuery.",
                 **_AUTH_ERRORS,
                 "404": "The caller's own vacancy has no published ranking yet.",
+                "409": "The vacancy's ranking fails verification against its journal: not served.",
+                **_UNAVAILABLE,
             },
             parameters=[
                 {
@@ -343,8 +357,11 @@ PATHS: dict[str, dict[str, dict[str, Any]]] = {
             {
                 "400": "The body is not JSON or does not fit AskRequest.",
                 **_AUTH_ERRORS,
+                "413": f"The body is larger than {MAX_BODY_BYTES} bytes (refused before it is"
+                " parsed or any token is looked up).",
                 "500": "Refused: a store returned data outside the permitted scope.",
                 "502": "The language model failed.",
+                **_UNAVAILABLE,
             },
             requestBody={
                 "required": True,

@@ -33,6 +33,8 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
+import time
 from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,14 +53,19 @@ from hltm.query.access import TokenCache
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.serving import api
-from hltm.serving.api import AskRequest, RankingQuery, invalid_body, openapi_spec
+from hltm.serving.api import (
+    MAX_BODY_BYTES,
+    AskRequest,
+    RankingQuery,
+    invalid_body,
+    openapi_spec,
+)
 from hltm.serving.balance import ConnectionShares, balanced
 from hltm.settings import Settings
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import DatabaseBusy
 
 log = logging.getLogger(__name__)
-MAX_BODY_BYTES = 16 * 1024
 RETRY_AFTER_S = 1
 T = TypeVar("T")
 
@@ -256,6 +263,33 @@ def start_engine(settings: Settings, limits: ServeLimits) -> QueryEngine:
     return engine
 
 
+def stop_cleanly_on_sigterm() -> None:
+    """SIGTERM (serve's stop of its workers, `kill`) ends this process as a normal exit.
+
+    uvicorn shuts down gracefully on SIGTERM, then raises it again under the handler it found;
+    under Python's default one the process died there, before multiprocessing's finalizers ran,
+    and the resource tracker reported the semaphores they release as leaked."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def stop_with_parent(poll_s: float = 1.0) -> None:
+    """A pool worker stops (gracefully, as on SIGTERM) once the `hltm serve` that started it is
+    gone: killed with SIGKILL, that process cannot stop its workers, which kept serving the port
+    as orphans and made the next `hltm serve` on it fail."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
+
+
 def _worker(
     settings: Settings,
     limits: ServeLimits,
@@ -269,6 +303,9 @@ def _worker(
     only one. `counts` (one slot per worker, `index` this one's) balances the connections."""
     import uvicorn
 
+    stop_cleanly_on_sigterm()
+    if counts is not None:  # one of a pool: it lives no longer than the serve that started it
+        stop_with_parent()
     engine = start_engine(settings, limits)
     # The warm caches (tree, node contents, vectors) live as long as the process: moved out of
     # the collector's reach, they are no longer traversed by every full collection, which

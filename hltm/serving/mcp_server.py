@@ -20,6 +20,7 @@ query engine's structural filter, the same as over HTTP, not something the tools
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +55,7 @@ from hltm.serving.api import (
 
 Transport = Literal["stdio", "http"]
 SERVER_NAME = "hltm-memory"
+PACKAGE = "hltm-platform"  # whose version the server reports to every client
 READ_SCOPE = "hltm:read"
 # Reading only (a question is logged for pattern mining, nothing a caller sees changes).
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -94,6 +96,7 @@ def create_server(
     http = transport == "http"
     server = MCPServer(
         SERVER_NAME,
+        version=version(PACKAGE),
         instructions=INSTRUCTIONS,
         token_verifier=TokenIdentityVerifier(tokens_db) if http else None,
         # Our tokens are issued by `hltm token create`, not by an OAuth server: no metadata routes.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hltm.judge.calibration import calibrated_vacancies
 from hltm.judge.data import load_vacancies
-from hltm.judge.journal import JournalEntry, ranking_as_of
+from hltm.judge.journal import JournalEntry, ranking_as_of, ranking_problems
 from hltm.query.scope import Identity, ScopeError
 from hltm.warehouse import connect, table_exists
 
@@ -24,6 +24,11 @@ _OWNERSHIP_SQL = (
     " JOIN projects p ON p.project_id = v.project_id JOIN seats s ON s.seat_id = p.seat_id"
     " WHERE v.vacancy_id = ?"
 )
+
+
+class RankingNotServed(RuntimeError):
+    """The journal or `rankings` fails verification for this vacancy: what `hltm judge show`
+    refuses is refused over HTTP too."""
 
 
 @dataclass(frozen=True)
@@ -86,11 +91,15 @@ def scoped_ranking(
     """The latest published ranking of `vacancy_id`, if `identity` may read it.
 
     `ScopeError` when the vacancy is outside the identity's subtree or unknown (one message for
-    both); `LookupError` when it is the caller's own vacancy but no ranking is published yet.
+    both); `RankingNotServed` when its journal fails verification; `LookupError` when it is the
+    caller's own vacancy but no ranking is published yet.
     """
     owner = vacancy_owner(sources_db, vacancy_id, derived_db)
     if owner is None or not owner.readable_by(identity):
         raise ScopeError(f"vacancy {vacancy_id!r} is unknown or outside the scope of {identity}")
+    problems = ranking_problems(derived_db, vacancy_id)
+    if problems:
+        raise RankingNotServed("; ".join(problems) + " — not served (run `hltm judge verify`)")
     entry = ranking_as_of(derived_db, vacancy_id, datetime.now(UTC).replace(tzinfo=None))
     if entry is None:
         raise LookupError(f"no ranking of vacancy {vacancy_id!r} is published yet")

@@ -13,10 +13,14 @@ lines, empty files (said so in the summary), binary data under a text name (refu
 file, not as thousands of garbage rows). Two files for one table (`x.csv` and `x.jsonl`) are both read; an id found
 in both is a duplicate, and both copies are quarantined.
 
-Quarantine: a row's `raw` keeps at most `MAX_RAW_CHARS` (a 50 MB line is not copied whole).
-Each load of a file resolves the quarantine rows that file left before (`resolved_at`) unless
-its new read quarantines them again: a file fixed, or read with the right `--encoding`, leaves
-no open quarantine behind. Counts are of the open rows.
+Quarantine: a row's `raw` keeps at most `MAX_RAW_CHARS` (a 50 MB line is not copied whole); a
+row is known by its content (`raw_hash`), its id when it has one (a line with a bad byte still
+names its id when its fields can be told apart) and the hash of the file it came from — never by
+the file's name, which another folder's file shares. A load resolves (`resolved_at`) the open
+rows of ids it stored a good row for, and the id-less rows of a file with the same bytes that
+this read no longer quarantines (the file read with the right `--encoding`); a row quarantined
+again is open again. Counts are of the open rows; `hltm quarantine` lists them with what
+resolves each (`quarantined`).
 
 Validation (`hltm.sources.validation`) is column-wise (polars expressions over whole columns;
 Python only over the distinct values of the few checks SQL-like expressions cannot state).
@@ -37,6 +41,7 @@ import codecs
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,7 +49,16 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from hltm.sources.reading import FILE, LINE, SUFFIXES, FileRead, on_schema, read_file
+from hltm.sources.reading import (
+    FILE,
+    LINE,
+    SUFFIXES,
+    UNDECODABLE,
+    FileRead,
+    map_columns,
+    on_schema,
+    read_file,
+)
 from hltm.sources.report import IngestReport, TableReport
 from hltm.sources.schema import LOAD_ORDER, TABLES, TABLES_BY_NAME, Table
 from hltm.sources.validation import reasons
@@ -88,6 +102,7 @@ def ensure_sources_schema(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS line INTEGER")
     con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS resolved_at TIMESTAMP")
+    con.execute("ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS source_hash VARCHAR")
 
 
 class _ArrowStream:
@@ -117,21 +132,44 @@ def _bounded_raw(raw: str) -> str:
     return f"{raw[:MAX_RAW_CHARS]}… [cut: {len(raw)} characters in all]"
 
 
-def _resolve_quarantine(con: duckdb.DuckDBPyConnection, table: Table, files: list[str]) -> None:
-    """Mark resolved what these files left in quarantine before; `_quarantine` reopens the rows
-    their new read quarantines again."""
+def _resolve_unnamed(con: duckdb.DuckDBPyConnection, table: Table, digests: list[str]) -> None:
+    """Mark resolved the id-less rows these very files (by their bytes) left in quarantine;
+    `_quarantine` reopens those their new read quarantines again."""
     con.execute(
         "UPDATE quarantine SET resolved_at = now() WHERE table_name = ? AND resolved_at IS NULL"
-        " AND source_file IN (SELECT unnest(?::VARCHAR[]))",
-        [table.name, files],
+        " AND row_key IS NULL AND source_hash IN (SELECT unnest(?::VARCHAR[]))",
+        [table.name, [d for d in digests if d]],
     )
 
 
+def _resolve_loaded(con: duckdb.DuckDBPyConnection, table: Table, keys: list[str]) -> None:
+    """Mark resolved the quarantined rows of ids this load stored a good row for."""
+    con.execute(
+        "UPDATE quarantine SET resolved_at = now() WHERE table_name = ? AND resolved_at IS NULL"
+        " AND row_key IN (SELECT unnest(?::VARCHAR[]))",
+        [table.name, keys],
+    )
+
+
+def _key_of(table: Table, fields: Mapping[str, Any] | None) -> str | None:
+    """The id a row that could not be read still names (its header mapped as for good rows)."""
+    if not fields:
+        return None
+    source = map_columns(table, fields)[0].get(table.key)
+    value = fields.get(source) if source else None
+    text = str(value).strip() if value is not None else ""
+    return text if text and not UNDECODABLE.search(text) else None
+
+
 def _quarantine(
-    con: duckdb.DuckDBPyConnection, table: Table, rows: list[dict[str, Any]], report: TableReport
+    con: duckdb.DuckDBPyConnection,
+    table: Table,
+    rows: list[dict[str, Any]],
+    report: TableReport,
+    digests: Mapping[str, str],
 ) -> None:
     """Store bad rows (`key`, `reason`, `raw`, `file`, `line`) and count them by reason; the
-    hash is of the whole row, the stored `raw` a bounded prefix."""
+    hash is of the whole row, the stored `raw` a bounded prefix, `digests` each file's hash."""
     if not rows:
         return
     frame = pl.DataFrame(
@@ -142,6 +180,7 @@ def _quarantine(
             "raw": [_bounded_raw(r["raw"]) for r in rows],
             "raw_hash": [hashlib.sha1(r["raw"].encode()).hexdigest() for r in rows],
             "source_file": [r["file"] for r in rows],
+            "source_hash": [digests.get(r["file"], "") for r in rows],
             "line": [r["line"] for r in rows],
         },
         schema_overrides={"row_key": pl.Utf8, "line": pl.Int32},
@@ -149,13 +188,14 @@ def _quarantine(
     bad_rows = _ArrowStream(frame)  # noqa: F841 - scanned by name in the SQL below
     con.execute(
         "INSERT INTO quarantine (table_name, row_key, reason, raw, raw_hash, source_file,"
-        " quarantined_at, line) SELECT table_name, row_key, reason, raw, raw_hash, source_file,"
-        " now(), line FROM bad_rows ON CONFLICT (table_name, raw_hash, reason)"
-        " DO UPDATE SET resolved_at = NULL, source_file = excluded.source_file,"
-        " line = excluded.line"
+        " source_hash, quarantined_at, line) SELECT table_name, row_key, reason, raw, raw_hash,"
+        " source_file, source_hash, now(), line FROM bad_rows"
+        " ON CONFLICT (table_name, raw_hash, reason) DO UPDATE SET resolved_at = NULL,"
+        " source_file = excluded.source_file, source_hash = excluded.source_hash,"
+        " line = excluded.line, row_key = excluded.row_key"
     )
     for r in rows:
-        report.count(r["reason"])
+        report.count(r["reason"], r["line"])
 
 
 def _load_table(
@@ -167,16 +207,24 @@ def _load_table(
 ) -> None:
     unreadable = [u for r in reads for u in r.unreadable]
     report.read = sum(r.frame.height for r in reads) + sum(1 for u in unreadable if u.line)
-    _resolve_quarantine(con, table, report.files)
+    file_digests = {r.name: r.digest for r in reads}
+    _resolve_unnamed(con, table, [r.digest for r in reads])
     report.notes += [f"{u.file}: {u.reason}" for u in unreadable if u.line is None]
     _quarantine(
         con,
         table,
         [
-            {"key": None, "reason": u.reason, "raw": u.raw, "file": u.file, "line": u.line}
+            {
+                "key": _key_of(table, u.fields),
+                "reason": u.reason,
+                "raw": u.raw,
+                "file": u.file,
+                "line": u.line,
+            }
             for u in unreadable
         ],
         report,
+        file_digests,
     )
     frames = [
         on_schema(table, r, r.frame[FILE][0], report, defaults) for r in reads if r.frame.height
@@ -216,8 +264,10 @@ def _load_table(
             for row in bad.iter_rows(named=True)
         ],
         report,
+        file_digests,
     )
     good = checked.filter(pl.col("__reason").is_null()).select(*(typed[n].alias(n) for n in names))
+    _resolve_loaded(con, table, good[table.key].cast(pl.Utf8).to_list())
     hashed = [n for n in names if n != "updated_at"]
     digests = [
         content_hash(table, dict(zip(hashed, row, strict=True)))
@@ -257,6 +307,48 @@ def _load_table(
         con.execute(f"INSERT OR REPLACE INTO {table.name} ({columns}) SELECT {columns} FROM rows")
 
 
+class OtherWorld(ValueError):
+    """A folder whose contracts are all new to a data dir that holds contracts already: another
+    organisation's export, or a sample world beside a real one. Loading it would mix two worlds
+    in one resume pool, one set of rankings and one UI, so it takes an explicit yes."""
+
+    def __init__(self, held: list[str], brought: list[str]) -> None:
+        self.held, self.brought = held, brought
+        super().__init__(
+            f"holds contract{'s' * (len(held) > 1)} {_some(held)}; the folder brings only"
+            f" contract{'s' * (len(brought) > 1)} it does not hold ({_some(brought)})"
+        )
+
+
+def _some(ids: list[str], shown: int = 3) -> str:
+    return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def _contracts_brought(files: Mapping[str, list[Path]], encoding: str) -> set[str]:
+    """The contract ids a folder's files name: its contracts' own ids and its seats' owners."""
+    found: set[str] = set()
+    for name, column in (("contracts", "contract_id"), ("seats", "contract_id")):
+        table = TABLES_BY_NAME[name]
+        for path in files.get(name, []):
+            frame = read_file(path, encoding).frame
+            source = map_columns(table, [c for c in frame.columns if not c.startswith("__")])[0]
+            if column in source:
+                values = frame[source[column]].drop_nulls().str.strip_chars()
+                found |= {v for v in values.to_list() if v}
+    return found
+
+
+def _check_same_world(
+    con: duckdb.DuckDBPyConnection, files: Mapping[str, list[Path]], encoding: str
+) -> None:
+    held = sorted(r[0] for r in con.execute("SELECT contract_id FROM contracts").fetchall())
+    if not held:
+        return
+    brought = _contracts_brought(files, encoding)
+    if brought and not brought & set(held):
+        raise OtherWorld(held, sorted(brought))
+
+
 def find_table_files(src_dir: Path) -> tuple[dict[str, list[Path]], list[str]]:
     """Each table's files (by name, any case: `projects.csv`, `Projects.JSONL`), and the
     readable files that are not named after a table."""
@@ -278,9 +370,13 @@ def ingest_directory(
     sources_db: Path | str,
     encoding: str = "utf-8",
     defaults: Mapping[str, str] | None = None,
+    add_contracts: bool = False,
 ) -> IngestReport:
     """Load every table file of `src_dir`; one table's failure never stops the others.
-    `defaults`: a value for a column no file has (e.g. `{"language": "en"}`)."""
+    `defaults`: a value for a column no file has (e.g. `{"language": "en"}`). A folder that
+    shares no contract with the contracts the sources hold raises `OtherWorld` before anything
+    is loaded, unless `add_contracts` (an update of the same world shares them, or brings
+    none)."""
     started = datetime.now(UTC)
     src_dir = Path(src_dir)
     if not src_dir.is_dir():
@@ -292,6 +388,8 @@ def ingest_directory(
         return report
     with connect(sources_db) as con:
         ensure_sources_schema(con)
+        if not add_contracts:
+            _check_same_world(con, files, encoding)
         for name in LOAD_ORDER:
             if name not in files:
                 continue
@@ -417,6 +515,37 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         t.name: con.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]  # type: ignore[index]
         for t in TABLES
     }
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """One quarantined row as `hltm quarantine` lists it."""
+
+    table: str
+    key: str | None
+    reason: str
+    file: str
+    line: int | None
+    quarantined_at: datetime
+    resolved_at: datetime | None
+
+
+def quarantined(sources_db: Path | str, include_resolved: bool = False) -> list[Quarantined]:
+    """The open quarantine rows (and, asked, the resolved ones), by table, file and line."""
+    if not Path(sources_db).exists():
+        return []
+    with connect(sources_db, read_only=True) as con:
+        if not con.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_name = 'quarantine'"
+        ).fetchone():
+            return []
+        rows = con.execute(
+            "SELECT table_name, row_key, reason, source_file, line, quarantined_at, resolved_at"
+            " FROM quarantine"
+            + ("" if include_resolved else " WHERE resolved_at IS NULL")
+            + " ORDER BY table_name, source_file, line NULLS FIRST, row_key"
+        ).fetchall()
+    return [Quarantined(*row) for row in rows]
 
 
 def quarantine_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

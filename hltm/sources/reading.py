@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import io
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ SUFFIXES = (".jsonl", ".ndjson", ".csv", ".parquet")
 LINE = "__line"  # bookkeeping columns added to every frame read
 FILE = "__file"
 NESTED = "__nested"  # JSONL: "|a|b|" = columns whose value was an array or object
-_UNDECODABLE = re.compile("[\udc80-\udcff]")  # what surrogateescape leaves for a bad byte
+UNDECODABLE = re.compile("[\udc80-\udcff]")  # what surrogateescape leaves for a bad byte
 _SEPARATORS = (",", ";", "\t", "|")
 _BINARY_PROBE = 8192  # characters looked at for a NUL, as git and `file` decide "binary"
 
@@ -32,18 +33,23 @@ _BINARY_PROBE = 8192  # characters looked at for a NUL, as git and `file` decide
 
 @dataclass
 class Unreadable:
-    """A row (or a whole file, `line` None) that could not be read, with why."""
+    """A row (or a whole file, `line` None) that could not be read, with why; `fields`: the
+    row's values by header when they could still be told apart (a line with a bad byte), so its
+    id names it in the quarantine."""
 
     file: str
     line: int | None
     reason: str
     raw: str
+    fields: dict[str, Any] | None = None
 
 
 @dataclass
 class FileRead:
     frame: pl.DataFrame  # every column Utf8 (null = absent), plus LINE, FILE, NESTED
     unreadable: list[Unreadable]
+    name: str = ""  # the file's name
+    digest: str = ""  # sha1 of its bytes: what the quarantine knows the file by
 
 
 class BinaryFile(ValueError):
@@ -71,15 +77,25 @@ def _decode(path: Path, encoding: str) -> tuple[str, bool]:
     return text, flawed
 
 
-def _undecodable(path: Path, line: int, text: str, encoding: str) -> Unreadable:
+def _undecodable(
+    path: Path, line: int, text: str, encoding: str, fields: dict[str, Any] | None = None
+) -> Unreadable:
     raw = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return Unreadable(
         path.name,
         line,
-        f"undecodable bytes: line {line} is not valid {encoding}"
-        " (re-save the file as UTF-8, or ingest it with --encoding)",
+        f"undecodable bytes: line {line} is not valid {encoding}",
         raw,
+        fields,
     )
+
+
+def _json_fields(line: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _text_cell(value: Any) -> str | None:
@@ -113,8 +129,8 @@ def _read_jsonl(path: Path, encoding: str) -> FileRead:
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        if flawed and _UNDECODABLE.search(line):
-            unreadable.append(_undecodable(path, number, line, encoding))
+        if flawed and UNDECODABLE.search(line):
+            unreadable.append(_undecodable(path, number, line, encoding, _json_fields(line)))
             continue
         try:
             value = json.loads(line)
@@ -166,8 +182,13 @@ def _read_csv(path: Path, encoding: str) -> FileRead:
         if not any(f.strip() for f in fields):
             continue
         raw = separator.join(fields)
-        if flawed and _UNDECODABLE.search(raw):
-            unreadable.append(_undecodable(path, number, raw, encoding))
+        if flawed and UNDECODABLE.search(raw):
+            values = (
+                dict(zip(header, fields, strict=True))
+                if header is not None and len(fields) == len(header)
+                else None
+            )
+            unreadable.append(_undecodable(path, number, raw, encoding, values))
             continue
         if header is None:
             header = [f.strip() for f in fields]
@@ -213,18 +234,32 @@ def _read_parquet(path: Path) -> FileRead:
     )
 
 
+def _digest(path: Path) -> str:
+    sha = hashlib.sha1()
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                sha.update(chunk)
+    except OSError:
+        return ""
+    return sha.hexdigest()
+
+
 def read_file(path: Path, encoding: str = "utf-8") -> FileRead:
     """One file as text columns, or one `Unreadable` for the whole file when it cannot be read."""
+    digest = _digest(path)
     try:
         suffix = path.suffix.lower()
         if suffix == ".csv":
-            return _read_csv(path, encoding)
-        if suffix == ".parquet":
-            return _read_parquet(path)
-        return _read_jsonl(path, encoding)
+            read = _read_csv(path, encoding)
+        elif suffix == ".parquet":
+            read = _read_parquet(path)
+        else:
+            read = _read_jsonl(path, encoding)
     except (OSError, pl.exceptions.PolarsError, LookupError, ValueError) as err:
         reason = f"unreadable file: {type(err).__name__}: {err}".splitlines()[0][:500]
-        return FileRead(_frame([], [], path), [Unreadable(path.name, None, reason, "")])
+        read = FileRead(_frame([], [], path), [Unreadable(path.name, None, reason, "")])
+    return replace(read, name=path.name, digest=digest)
 
 
 # ---- mapping a file's header onto the schema ---------------------------------------------------
@@ -300,10 +335,9 @@ def on_schema(
             exprs[column.name] = pl.lit(detected).alias(column.name)
     missing = [c for c in table.columns if c.name not in exprs and c.required]
     if missing and frame.height:
-        accepted = "; ".join(f"{c.name}: {', '.join((c.name, *c.aliases))}" for c in missing)
         report.notes.append(
             f"{file}: MISSING required column(s) {', '.join(c.name for c in missing)}:"
-            f" all {frame.height} rows quarantined (accepted names — {accepted})"
+            f" all {frame.height} rows quarantined"
         )
     columns = [exprs.get(c.name, pl.lit(None, dtype=pl.Utf8).alias(c.name)) for c in table.columns]
     nested = pl.concat_str(

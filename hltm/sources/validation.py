@@ -103,7 +103,7 @@ def reasons(
                     c.str.len_chars() > column.max_chars,
                     pl.format(
                         f"too long: column '{name}' has {{}} characters"
-                        f" (limit {column.max_chars:,}; split or shorten it)",
+                        f" (limit {column.max_chars:,})",
                         c.str.len_chars(),
                     ),
                 )

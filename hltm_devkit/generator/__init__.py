@@ -23,7 +23,8 @@ What the world contains, on purpose:
 
 Modules, in the order the world is built from them:
 
-* `sizes`       `WorldSize` and the named `SIZES`
+* `sizes` (`hltm_devkit.sizes`, apart so the CLI names the sizes without loading the generator):
+  `WorldSize` and the named `SIZES`
 * `vocabulary`  levels, work terms, cities, industries, company, team and people names, interview
   steps;  `families`: the role families and their skills
 * `helpers`     seeded random streams, the fixed clock, bilingual formatting;  `roles`: titles,
@@ -44,9 +45,9 @@ from pathlib import Path
 from hltm_devkit.generator.families import FAMILIES, FORMAL_REQUIREMENTS
 from hltm_devkit.generator.helpers import BASE_DATE
 from hltm_devkit.generator.labels import label_pair
-from hltm_devkit.generator.sizes import SIZES, WorldSize
 from hltm_devkit.generator.vocabulary import CITIES, LEVEL_MONTHS
 from hltm_devkit.generator.world import GENERATOR_VERSION, generate_world
+from hltm_devkit.sizes import SIZES, WorldSize
 
 __all__ = [
     "BASE_DATE",

@@ -29,7 +29,6 @@ from hltm_devkit.generator.roles import (
     _stack_of,
     _title_base,
 )
-from hltm_devkit.generator.sizes import WorldSize
 from hltm_devkit.generator.vocabulary import (
     EMPLOYERS_EN,
     EMPLOYERS_RU,
@@ -43,6 +42,7 @@ from hltm_devkit.generator.vocabulary import (
     UNIVERSITIES_EN,
     UNIVERSITIES_RU,
 )
+from hltm_devkit.sizes import WorldSize
 
 # Per vacancy, in priority order (small worlds take a prefix, so every kind comes early).
 SLOT_PLAN = (

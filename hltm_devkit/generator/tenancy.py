@@ -14,7 +14,6 @@ from hltm_devkit.generator.roles import (
     _pick_skills,
     _stack_of,
 )
-from hltm_devkit.generator.sizes import WorldSize
 from hltm_devkit.generator.vocabulary import (
     CONTRACT_NAMES,
     EMPLOYMENT_TYPES,
@@ -27,6 +26,7 @@ from hltm_devkit.generator.vocabulary import (
     TEAMS,
     WORK_MODES,
 )
+from hltm_devkit.sizes import WorldSize
 
 
 def _build_contracts(seed: int, size: WorldSize) -> list[dict[str, Any]]:

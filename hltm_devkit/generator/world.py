@@ -18,7 +18,6 @@ from hltm_devkit.generator.documents import (
 from hltm_devkit.generator.helpers import BASE_DATE, _days, _rng, _ts, _weighted
 from hltm_devkit.generator.labels import _select_labels, label_pair
 from hltm_devkit.generator.resumes import _plan_resumes, _render_resume
-from hltm_devkit.generator.sizes import SIZES, WorldSize
 from hltm_devkit.generator.tenancy import (
     _build_contracts,
     _build_seats,
@@ -31,6 +30,7 @@ from hltm_devkit.generator.vacancies import (
     _choose_vacancy_projects,
     _finish_requirements,
 )
+from hltm_devkit.sizes import SIZES, WorldSize
 
 GENERATOR_VERSION = 1
 

@@ -10,16 +10,16 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 
-from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
-from assets.sources import observe_sources_job, source_tables
-from hltm.cli.dagster_runs import dagster_home, run_job
-from hltm.cli.demo import build_memory
-from hltm.cli.refresh import ALL_STALE
 from hltm.settings import Settings
-from resources import build_resources
-from resources import instance as dagster_instance
-from tests.support import REPO
+from hltm_cli.dagster_runs import dagster_home, run_job
+from hltm_cli.demo import build_memory
+from hltm_cli.refresh import ALL_STALE
+from hltm_dagster import instance as dagster_instance
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
+from hltm_dagster.defs.sources.assets import observe_sources_job, source_tables
+from hltm_dagster.resources import build_resources
 from tests.support.memory import ingested_sources, memory_world  # noqa: F401 (fixtures)
+from tests.support.ui import ui_graphql
 
 # The label a job's page in the UI filters its runs by: repository @ code location.
 JOB_PAGE_LABEL = "__repository__@definitions"
@@ -93,12 +93,6 @@ def test_the_ui_lists_the_cli_runs_under_their_jobs_with_their_checks(
     """What the UI shows after CLI runs, asked through Dagster's GraphQL API (the webserver's,
     here on the code location loaded in process): each job's page lists its runs, every run has
     the code location's origin, every memory check has its evaluations."""
-    from dagster._core.remote_origin import InProcessCodeLocationOrigin
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
-    from dagster_graphql.test.utils import execute_dagster_graphql
-
     monkeypatch.setattr(dagster_instance, "LOCATION_MODULE", __name__)
     monkeypatch.setattr(dagster_instance, "LOCATION_DEFS", location_on_test_stores.__name__)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
@@ -106,20 +100,7 @@ def test_the_ui_lists_the_cli_runs_under_their_jobs_with_their_checks(
     run_job("observe_sources")
     build_memory("rebuild_memory_tree")
     build_memory("refresh_memory_tree", ALL_STALE)
-    root = REPO
-    location = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(module_name="definitions", working_directory=str(root)),
-        location_name="definitions",
-    )
-    with (
-        dg.DagsterInstance.get() as instance,
-        WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(location)) as process,
-    ):
-        context = process.create_request_context()
-
-        def query(text: str, **variables: object) -> dict:
-            return execute_dagster_graphql(context, text, variables).data
-
+    with dg.DagsterInstance.get() as instance, ui_graphql(instance) as query:
         listed = {
             job: query(JOB_RUNS, job=job, tag=REPOSITORY_LABEL_TAG, repository=JOB_PAGE_LABEL)[
                 "runsOrError"

@@ -110,8 +110,8 @@ def test_evaluation_asset_records_the_table_and_a_zero_leakage_check(
 ) -> None:
     import dagster as dg
 
-    from assets.evaluation import memory_evaluation
-    from resources import build_resources
+    from hltm_dagster.defs.evaluation.assets import memory_evaluation
+    from hltm_dagster.resources import build_resources
 
     result = dg.materialize(
         [memory_evaluation],
@@ -145,8 +145,8 @@ def test_a_quick_evaluation_measures_hltm_leakage_without_the_chunk_index(
     """The demo's bounded run: HLTM's leakage alone, with no unfiltered RAG (nor chunk index)."""
     import dagster as dg
 
-    from assets.evaluation import memory_evaluation
-    from resources import build_resources
+    from hltm_dagster.defs.evaluation.assets import memory_evaluation
+    from hltm_dagster.resources import build_resources
 
     config = {
         "world_dir": str(built_world.world_dir),

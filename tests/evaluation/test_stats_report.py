@@ -84,7 +84,7 @@ def test_stats_report_on_the_golden_set(golden_settings, tmp_path) -> None:  # t
     # The command line writes the same report; the pairs are in the score cache by now.
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     out = CliRunner().invoke(
         main,

@@ -21,11 +21,11 @@ import dagster as dg
 import pytest
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
-from assets.memory import REFRESH_TAG
-from hltm.cli.dagster_runs import dagster_home
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from resources.instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
+from hltm_cli.dagster_runs import dagster_home
+from hltm_dagster.defs.memory.assets import REFRESH_TAG
+from hltm_dagster.instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
 from tests.support.memory import make_harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_JOB = """
 import sys
 import dagster as dg
-from definitions import defs
+from hltm_dagster.definitions import defs
 with dg.DagsterInstance.get() as instance:
     defs.resolve_job_def(sys.argv[1]).execute_in_process(instance=instance)
 """

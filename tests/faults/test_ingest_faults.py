@@ -70,8 +70,9 @@ def test_cp1251_file_loads_its_good_lines_and_names_the_bad_ones(tmp_path: Path)
     assert (docs.inserted, docs.quarantined) == (1, 3)
     bad = [r for r in _quarantine(db) if r[0] == "project_documents"]
     assert [r[4] for r in bad] == [3, 4, 5]
-    assert all("undecodable bytes" in r[2] and "--encoding" in r[2] for r in bad)
-    assert "undecodable bytes" in report.summary()
+    assert all(r[2].startswith(f"undecodable bytes: line {r[4]} is not valid utf-8") for r in bad)
+    assert [r[1] for r in bad] == [d["document_id"] for d in _hh_documents()]  # ids still known
+    assert "undecodable bytes" in report.summary() and "--encoding cp1251" in report.summary()
     # Told the encoding, the same file loads whole, Cyrillic intact.
     again = ingest_directory(src, db, encoding="cp1251")
     docs = next(t for t in again.tables if t.table == "project_documents")
@@ -281,3 +282,63 @@ def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
     summary = report.summary()
     assert "resumes.jsonl: empty file, no rows to load" in summary
     assert "vacancies.csv: a header and no rows to load" in summary
+
+
+def test_quarantine_is_resolved_by_the_row_not_by_a_file_of_the_same_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `projects.csv` without `status` quarantined its row; a different `projects.csv` from
+    another folder marked it resolved though it was never loaded. A quarantined row is the
+    row's content: a good row with its id resolves it, a file of the same name does not.
+    `hltm quarantine` lists what is open, why, and what resolves it."""
+    from click.testing import CliRunner
+
+    from hltm_cli import main
+
+    first, other, fixed = (tmp_path / name for name in ("first", "other", "fixed"))
+    for folder in (first, other, fixed):
+        folder.mkdir()
+        _tree(folder)
+        (folder / "projects.jsonl").unlink()
+    (first / "projects.csv").write_text("project_id,seat_id,title\np-lost,s1,Backend\n")
+    (other / "projects.csv").write_text("project_id,seat_id,title,status\np-other,s1,QA,open\n")
+    (fixed / "projects.csv").write_text("project_id,seat_id,title,status\np-lost,s1,Backend,open\n")
+    monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "data"))
+    runner = CliRunner()
+    assert runner.invoke(main, ["ingest", str(first)]).exit_code == 0
+    assert runner.invoke(main, ["ingest", str(other)]).exit_code == 0
+    listed = runner.invoke(main, ["quarantine"])
+    assert listed.exit_code == 0, listed.output
+    (row,) = [line for line in listed.stdout.splitlines() if "p-lost" in line]
+    assert "projects.csv line 2" in row and "missing required column: status" in row
+    assert "resolves it" in listed.stdout and "p-other" not in listed.stdout
+
+    assert runner.invoke(main, ["ingest", str(fixed)]).exit_code == 0
+    assert "nothing is quarantined" in runner.invoke(main, ["quarantine"]).stdout
+    every = runner.invoke(main, ["quarantine", "--all"]).stdout
+    assert "p-lost" in every and "resolved" in every
+
+
+def test_the_ingest_summary_gives_each_reason_and_what_to_do(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _tree(src)
+    _jsonl(
+        src / "vacancies.jsonl",
+        [
+            {
+                "vacancy_id": f"v{i}",
+                "project_id": project,
+                "title": "Go",
+                "text": "Go",
+                "version": 1,
+            }
+            for i, project in enumerate(["p1", "p-gone", "p-away"])
+        ],
+    )
+    _write_csv(src / "project_documents.csv", _hh_documents(), "cp1251")
+    summary = ingest_directory(src, tmp_path / "sources.duckdb").summary()
+    assert "unknown reference: project_id 'p-gone' not in projects (line 2)" in summary
+    assert "project_id 'p-away' not in projects (line 3)" in summary
+    assert "undecodable bytes: line 2 is not valid utf-8" in summary
+    assert "--encoding" in summary and "hltm quarantine" in summary

@@ -15,8 +15,6 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from assets.judge import RANKINGS_KEY, chain_check, ranking_metadata, record_redactions
-from hltm.cli import main
 from hltm.judge.journal import (
     Publication,
     _derive_rankings,
@@ -31,9 +29,19 @@ from hltm.judge.journal import (
 )
 from hltm.judge.pipeline import judge_config, judge_pool
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+from hltm.query.scope import Identity
+from hltm.serving import rankings
+from hltm.serving.rankings import RankingNotServed, VacancyOwner
 from hltm.settings import Settings
 from hltm.warehouse import connect
-from resources.instance import ensure_dagster_home
+from hltm_cli import main
+from hltm_dagster.defs.judge.assets import (
+    RANKINGS_KEY,
+    chain_check,
+    ranking_metadata,
+    record_redactions,
+)
+from hltm_dagster.instance import ensure_dagster_home
 from tests.support.judge import POOL, VACANCY
 
 ROWS = 6
@@ -173,7 +181,9 @@ def _forge(db: Path, sql: str) -> None:
         _derive_rankings(con, None)
 
 
-def test_a_forged_redaction_is_detected_and_not_served(settings: Settings) -> None:
+def test_a_forged_redaction_is_detected_and_not_served(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Blanking a live ranking's top candidate to what a redaction looks like, and dropping it
     from `rankings`: before, `judge verify` said intact and `judge show` served the new order."""
     db = settings.derived_db
@@ -189,6 +199,12 @@ def test_a_forged_redaction_is_detected_and_not_served(settings: Settings) -> No
     shown = CliRunner().invoke(main, ["judge", "show", "vac-1"])
     assert shown.exit_code == 1 and "not served" in shown.output and "#1" not in shown.output
     assert "ranking item 1 of row 3 is redacted, but no deletion record" in shown.output
+    # …and what `judge show` refuses, the HTTP API's rankings route refuses too (409), to the
+    # vacancy's own seat (these stores hold no sources: its ownership path is given).
+    owner = VacancyOwner("vac-1", "Vacancy", "v1", "c1", "c1-s1", "c1-s1-p1")
+    monkeypatch.setattr(rankings, "vacancy_owner", lambda *_: owner)
+    with pytest.raises(RankingNotServed, match="redacted, but no deletion record"):
+        rankings.scoped_ranking(settings.sources_db, db, Identity("seat", "c1-s1"), "vac-1")
 
 
 def test_a_blanked_vacancy_is_detected_and_its_older_ranking_not_served(

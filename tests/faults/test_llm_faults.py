@@ -24,8 +24,6 @@ import httpx
 import pytest
 
 import hltm.memory.tasks  # noqa: F401 - registers the memory tasks with the protocol server
-from assets.memory import MEMORY_CHECKS
-from hltm.cli import dagster_runs
 from hltm.llm import LLMError, LLMUsage, make_llm
 from hltm.llm.calls import Request
 from hltm.memory import builder_from_settings
@@ -33,11 +31,13 @@ from hltm.memory.inputs import read_project_inputs
 from hltm.memory.store import degraded_nodes
 from hltm.settings import Settings
 from hltm.warehouse import connect
+from hltm_cli import dagster_runs
+from hltm_dagster import instance as dagster_instance
+from hltm_dagster.defs.memory.assets import MEMORY_CHECKS
+from hltm_dagster.resources import build_resources
 from hltm_devkit.openai_app import ServerStats
 from hltm_devkit.openai_server import LocalOpenAIServer
 from hltm_devkit.scenarios import read_world
-from resources import build_resources
-from resources import instance as dagster_instance
 from tests.support import memory as _shared
 from tests.support.llm import WORD_TASK, quick, words
 from tests.support.llm import _clean_server as _clean_server  # autouse: faults, stats, …
@@ -324,7 +324,7 @@ def test_a_failed_job_prints_the_failing_steps_own_message(
     """`run_job` (behind `hltm judge run`, `hltm demo`, …) names why, not "Steps failed"."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.setattr(
-        dagster_instance, "located_job", lambda root, name: (dg.reconstructable(judge_like), None)
+        dagster_instance, "located_job", lambda name: (dg.reconstructable(judge_like), None)
     )
     with pytest.raises(SystemExit):
         dagster_runs.run_job("judge_like")
@@ -409,19 +409,6 @@ def test_what_a_server_rejects_is_remembered_across_processes_and_re_probed(
     formats = [(r.status, r.response_format) for r in server.stats.history]
     assert formats == [(500, "json_schema"), (500, "json_schema"), (200, "json_object_schema")]
     assert json.loads(stored.read_text())[key]["response_format"] == "json_object_schema"
-
-
-def test_a_format_remembered_before_the_schema_rung_existed_tries_that_rung() -> None:
-    from hltm.llm.openai_backend import EndpointProfile
-
-    # A profile learnt as json_schema → json_object: json_object with a schema is richer.
-    legacy = EndpointProfile.from_json({"response_format": "json_object"})
-    assert legacy.response_format == "json_object_schema"
-    assert EndpointProfile.from_json({"response_format": "text"}).response_format == (
-        "json_object_schema"
-    )
-    learnt = EndpointProfile.from_json(legacy.as_json())
-    assert (learnt.response_format, learnt.accepted) == ("json_object_schema", True)
 
 
 # --------------------------------------------------------------------------- streaming
@@ -648,10 +635,10 @@ def test_a_judge_gate_failure_is_one_line_with_the_totals(
     capsys: pytest.CaptureFixture[str],
     cli_jobs_from: Callable[[dg.Definitions], None],
 ) -> None:
-    from assets.judge import gate_metadata
-    from hltm.cli import judge as judge_cli
     from hltm.judge.gate import gate_decision
     from hltm.judge.pipeline import JudgeConfig
+    from hltm_cli import judge as judge_cli
+    from hltm_dagster.defs.judge.assets import gate_metadata
 
     unmeasured = gate_decision(0, 0)
     assert gate_metadata(unmeasured, JudgeConfig("m", "p"))["survival_rate"] == "not measured"

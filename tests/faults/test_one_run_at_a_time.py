@@ -19,11 +19,11 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from hltm.cli.dagster_runs import dagster_home, run_job
 from hltm.memory import builder_from_settings
 from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock, running
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
+from hltm_cli.dagster_runs import dagster_home, run_job
 from tests.support.memory import make_harness, one_project_per_contract
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -347,7 +347,7 @@ def test_a_chroma_server_that_is_down_is_named(
 ) -> None:
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     port = _free_port()  # nothing listens there
     down = replace(built_world.settings, chroma_host="127.0.0.1", chroma_port=port)

@@ -9,10 +9,10 @@ import json
 
 import dagster as dg
 
-from assets.memory import REFRESH_TAG
 from hltm.memory.store import MEMORY_TABLE
 from hltm.settings import Settings
 from hltm.warehouse import connect
+from hltm_dagster.defs.memory.assets import REFRESH_TAG
 from tests.support import memory as _shared
 from tests.support.memory import make_harness
 
@@ -57,7 +57,7 @@ def test_memory_assets_show_the_sensor_as_their_automation() -> None:
     the sensor's runs stay the one ordered `refresh_memory_tree`."""
     from dagster._core.remote_representation.external_data import RepositorySnap
 
-    from definitions import defs
+    from hltm_dagster.definitions import defs
 
     snap = RepositorySnap.from_def(defs.get_repository_def())
     (sensor,) = [s for s in snap.sensors if s.name == "source_changes"]

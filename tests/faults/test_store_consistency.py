@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from assets.memory import memory_store_consistent
 from hltm.memory import builder_from_settings, memory_collection_name
 from hltm.settings import Settings
+from hltm_dagster.defs.memory.assets import memory_store_consistent
+from hltm_dagster.resources import build_resources
 from hltm_devkit.scenarios import read_world
-from resources import build_resources
 from tests.support import memory as _shared
 
 ingested_sources = _shared.ingested_sources

@@ -13,18 +13,19 @@ import pytest
 from click.testing import CliRunner
 
 from hltm import warehouse
-from hltm.cli import main
 from hltm.errors import READ_ONLY, StoreError
 from hltm.settings import Settings
 from hltm.sources import ingest
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
+from hltm_cli import main
 
 
 def _one_line_error(args: list[str], *expected: str) -> str:
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 1 and isinstance(out.exception, SystemExit), (args, out.output)
-    lines = out.output.strip().splitlines()
+    # every command names its data dir first (`data: …`); the error is the one line after it
+    lines = [line for line in out.output.strip().splitlines() if not line.startswith("data: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), out.output
     for text in expected:
         assert text in lines[0], (text, lines[0])

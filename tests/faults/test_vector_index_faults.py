@@ -18,13 +18,13 @@ import pytest
 from chromadb.api.models.Collection import Collection
 from click.testing import CliRunner
 
-from hltm.cli import main
-from hltm.cli.dagster_runs import dagster_home
-from hltm.cli.demo import build_memory
 from hltm.memory.store import memory_collection_name
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.vectors import _client
+from hltm_cli import main
+from hltm_cli.dagster_runs import dagster_home
+from hltm_cli.demo import build_memory
 from hltm_devkit.scenarios import change_project
 from tests.support.memory import make_harness, one_project_per_contract
 

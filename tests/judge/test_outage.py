@@ -19,8 +19,6 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from assets.judge import ranking_metadata
-from hltm.cli import main
 from hltm.judge.data import Vacancy
 from hltm.judge.journal import config_gate, journal_entries, publish_ranking, verify_chain
 from hltm.judge.pipeline import Budget, judge_config, judge_pool
@@ -28,6 +26,8 @@ from hltm.judge.service import RunSummary
 from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend, LLMError, make_llm
 from hltm.settings import Settings
 from hltm.warehouse import connect
+from hltm_cli import main
+from hltm_dagster.defs.judge.assets import ranking_metadata
 from hltm_devkit.openai_server import LocalOpenAIServer
 from tests.support import REPO
 from tests.support.judge import POOL, VACANCY

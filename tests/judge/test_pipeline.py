@@ -269,14 +269,31 @@ def test_rankings_sort_by_overall_alone_and_the_journal_detects_tampering(db: Pa
     assert not report.ok and report.first_bad_seq == 1 and "hash" in report.reason
 
 
-def test_a_deleted_journal_row_breaks_the_chain(db: Path) -> None:
+def test_an_unchanged_ranking_is_not_journaled_again(db: Path) -> None:
+    """A second refresh with nothing changed appended one journal row per vacancy identical to
+    the one before: the same ranking of the same pool keeps its journal row, and says so."""
     llm = _llm(CountingBackend())
-    judge_pool(db, llm, VACANCY, POOL[:2])
+    judge_pool(db, llm, VACANCY, POOL[:3])
     config = judge_config(llm)
     with connect(db) as con:
         gate = config_gate(con, config)
-    for _ in range(3):
-        publish_ranking(db, VACANCY, POOL[:2], config, gate)
+    first = publish_ranking(db, VACANCY, POOL[:2], config, gate)
+    again = publish_ranking(db, VACANCY, POOL[:2], config, gate)
+    assert first.published and not again.published and again.unchanged
+    assert again.live == first.live and "unchanged" in again.reason
+    assert [e.seq for e in journal_entries(db)] == [1]
+    grown = publish_ranking(db, VACANCY, POOL[:3], config, gate)  # a new pool member
+    assert grown.published and [e.seq for e in journal_entries(db)] == [1, 2]
+
+
+def test_a_deleted_journal_row_breaks_the_chain(db: Path) -> None:
+    llm = _llm(CountingBackend())
+    judge_pool(db, llm, VACANCY, POOL[:3])
+    config = judge_config(llm)
+    with connect(db) as con:
+        gate = config_gate(con, config)
+    for size in (1, 2, 3):
+        publish_ranking(db, VACANCY, POOL[:size], config, gate)
     with connect(db) as con:
         con.execute("DELETE FROM ranking_journal WHERE seq = 2")
     report = verify_chain(db)
@@ -286,7 +303,7 @@ def test_a_deleted_journal_row_breaks_the_chain(db: Path) -> None:
 def test_cli_reconstructs_as_of_and_verifies_the_journal(settings) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     db = settings.derived_db
     llm = _llm(CountingBackend())
@@ -312,6 +329,10 @@ def test_cli_reconstructs_as_of_and_verifies_the_journal(settings) -> None:  # t
     assert broken.exit_code == 1 and "seq 2" in broken.output
     early = runner.invoke(main, ["judge", "as-of", "vac-1", "--at", "2026-01-01"])
     assert early.exit_code == 1
+    assert (
+        "error: no ranking of vac-1 was published at or before 2026-01-01T00:00:00: the first was"
+        " published 2026-01-05T09:00:00 (`hltm judge journal vac-1` lists each publication)"
+    ) in early.output
 
 
 def test_formal_item_list_is_configurable(db: Path) -> None:
@@ -342,8 +363,7 @@ def test_the_vector_cut_is_the_same_whatever_the_index_order(tmp_path: Path) -> 
 
     import numpy as np
 
-    from hltm.judge.candidates import RESUMES_COLLECTION
-    from hltm.judge.service import stable_vector_hits
+    from hltm.judge.candidates import RESUMES_COLLECTION, vector_top
     from hltm.settings import Settings
     from hltm.vectors import VectorStore
 
@@ -362,6 +382,47 @@ def test_the_vector_cut_is_the_same_whatever_the_index_order(tmp_path: Path) -> 
             embeddings=[vectors[i] for i in ids],
             metadatas=[{"layer": "active"}] * len(ids),
         )
-        hits = stable_vector_hits(store, query / np.linalg.norm(query), 15, set(vectors))
+        hits = vector_top(store, query / np.linalg.norm(query), 15, set(vectors))
         cuts.add(tuple(rid for rid, _ in hits))
     assert len(cuts) == 1 and len(next(iter(cuts))) == 15
+
+
+def test_the_vector_top_k_is_the_exact_one_and_the_same_after_a_reopen(tmp_path: Path) -> None:
+    """With nothing changed, a second refresh built another pool (205 members, then 204): the
+    approximate search (HNSW) returns a slightly different top-k each time the index is opened.
+    Clustered vectors, as resumes of one trade are: the pool's vector top-k is the exact cosine
+    top-k (ties by id), on the first open and after a reopen."""
+    import numpy as np
+
+    from hltm.judge.candidates import RESUMES_COLLECTION, vector_top
+    from hltm.judge.pools import stable_top
+    from hltm.settings import Settings
+    from hltm.vectors import VectorStore
+
+    rng = np.random.default_rng(3)
+    centers = rng.normal(size=(20, 384))
+    vectors = centers[rng.integers(0, 20, 2500)] + 0.35 * rng.normal(size=(2500, 384))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"r{i:04d}" for i in range(len(vectors))]
+    stored = vectors.astype(np.float32).astype(np.float64)  # as the index keeps them
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    queries = centers + 0.3 * rng.normal(size=centers.shape)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    store = VectorStore(Settings.from_env(data_dir=tmp_path, chroma_host=None), None)  # type: ignore[arg-type]
+    for start in range(0, len(ids), 1000):  # as the index sync adds them
+        store.collection(RESUMES_COLLECTION).add(
+            ids=ids[start : start + 1000],
+            embeddings=vectors[start : start + 1000].tolist(),
+            metadatas=[{"layer": "active"}] * len(ids[start : start + 1000]),
+        )
+    exact = [
+        [rid for rid, _ in stable_top(list(zip(ids, (stored @ q).tolist(), strict=True)), 100)]
+        for q in queries
+    ]
+
+    def top_ks() -> list[list[str]]:
+        return [[rid for rid, _ in vector_top(store, q, 100, set(ids))] for q in queries]
+
+    assert top_ks() == exact
+    store.reopen(store.generation)
+    assert top_ks() == exact

@@ -167,9 +167,9 @@ def test_displacing_rule(overall: int, top: list[int], expected: bool) -> None:
 def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:  # type: ignore[no-untyped-def]
     import dagster as dg
 
-    from assets.probe import CHECK_NAME, RECALL_PROBE_KEY, recall_probe
-    from resources import JudgeSettingsResource, build_resources
-    from sensors.analysis_schedules import recall_probe_schedule
+    from hltm_dagster.defs.probe.assets import CHECK_NAME, RECALL_PROBE_KEY, recall_probe
+    from hltm_dagster.defs.probe.schedules import recall_probe_schedule
+    from hltm_dagster.resources import JudgeSettingsResource, build_resources
 
     settings = loaded_world
     env = JudgeEnv.from_settings(settings)  # the plain offline judge, as the asset uses it
@@ -208,11 +208,11 @@ def test_recall_probe_asset_warns_with_finds(loaded_world, world_files) -> None:
     # The command line sees the same month from the cache: nothing left to judge.
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     out = CliRunner().invoke(main, ["probe", "--month", "2026-10", "--estimate", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["cold_pairs"] == 0
+    assert json.loads(out.stdout)["cold_pairs"] == 0
 
     defs = dg.Definitions(
         assets=[recall_probe],

@@ -17,8 +17,6 @@ import pytest
 from click.testing import CliRunner
 
 import hltm.judge.tasks  # noqa: F401  (registers JudgeVerdict with the server)
-from assets.judge import judge_refresh_job
-from hltm.cli import main
 from hltm.judge.data import Resume, Vacancy
 from hltm.judge.journal import config_gate, publish_ranking
 from hltm.judge.pipeline import cached_scores, judge_config, judge_pool
@@ -27,8 +25,10 @@ from hltm.llm import LLM, make_llm
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
+from hltm_cli import main
+from hltm_dagster.defs.judge.assets import judge_refresh_job
+from hltm_dagster.resources import build_resources
 from hltm_devkit.openai_server import LocalOpenAIServer
-from resources import build_resources
 from tests.support.judge import POOL, VACANCY, make_resume
 from tests.support.llm import _clean_server as _clean_server  # noqa: F401 (autouse fixture)
 from tests.support.llm import server as server  # noqa: F401 (fixture)

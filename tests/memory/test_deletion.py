@@ -12,7 +12,6 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
 from hltm.embeddings import short_key, text_hash
 from hltm.memory.store import read_nodes
 from hltm.query.engine import QueryEngine
@@ -21,6 +20,7 @@ from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project
 from hltm.vectors import _client
 from hltm.warehouse import connect
+from hltm_cli import main
 from hltm_devkit.scenarios import _ingest, read_world
 from tests.support import memory as _shared
 from tests.support.memory import make_harness

@@ -356,9 +356,9 @@ def test_eval_without_the_real_sets_names_the_folder_and_their_sources(
 ) -> None:
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
-    out = CliRunner().invoke(main, ["eval", "facets", "--data", str(tmp_path), "--limit", "1"])
+    out = CliRunner().invoke(main, ["eval", "facets", "--realdata", str(tmp_path), "--limit", "1"])
     assert out.exit_code == 1
     assert f"{tmp_path}/postings_linkedin_en.csv not found" in out.output
     assert "lists each public set and where it comes from" in out.output

@@ -253,7 +253,7 @@ def test_auto_approval_setting(settings, monkeypatch) -> None:  # type: ignore[n
 
 
 def test_cli_approve_and_list(settings) -> None:  # type: ignore[no-untyped-def]
-    from hltm.cli import main
+    from hltm_cli import main
 
     records = _log(
         "What is the work arrangement for the {title} role?",
@@ -264,7 +264,7 @@ def test_cli_approve_and_list(settings) -> None:  # type: ignore[no-untyped-def]
     runner = CliRunner()
     listed = runner.invoke(main, ["patterns", "list", "--json"])
     assert listed.exit_code == 0, listed.output
-    rows = json.loads(listed.output)
+    rows = json.loads(listed.stdout)
     template = next(r for r in rows if r["kind"] == "template")
     assert template["status"] == PROPOSED
     approved = runner.invoke(
@@ -468,38 +468,16 @@ def _write_log(db, records: list[QueryRecord]) -> None:  # type: ignore[no-untyp
             )
 
 
-def test_a_query_log_kept_in_the_derived_file_moves_to_its_own_file(settings) -> None:  # type: ignore[no-untyped-def]
-    """An older data dir kept `query_log` in the derived file (without `status`): the next read
-    moves every row, once, and a deletion then reaches them in the log's own file."""
-    from hltm.query.log import QUERY_LOG_TABLE, adopt_legacy_log, forget_queries, read_query_log
-    from hltm.warehouse import table_exists
-
-    _write_log(
-        settings.derived_db,
-        _log("Who owns the {title} budget?", ["seat:a", "seat:b"], ["QA", "BI"]),
-    )
-    with connect(settings.derived_db) as con:
-        con.execute(f"ALTER TABLE {QUERY_LOG_TABLE} DROP COLUMN status")
-    _write_log(
-        log_path(settings.derived_db), _log("Where is the {title} team?", ["seat:c"], ["QA"])
-    )
-
-    rows = read_query_log(settings.derived_db)
-    assert sorted(r["identity_id"] for r in rows) == ["a", "b", "c"]
-    assert [r["status"] for r in rows if r["identity_id"] == "a"] == [None]
-    with connect(settings.derived_db) as con:
-        assert not table_exists(con, QUERY_LOG_TABLE)
-    assert adopt_legacy_log(settings.derived_db) == 0
-    assert len(read_query_log(settings.derived_db)) == 3
-    assert forget_queries(settings.derived_db, {"seat:b"}) == 1
-    assert sorted(r["identity_id"] for r in read_query_log(settings.derived_db)) == ["a", "c"]
-
-
 def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dagster as dg
 
-    from assets.patterns import MEMORY_HINTS_KEY, QUERY_PATTERNS_KEY, mine_query_patterns, query_log
-    from resources import build_resources
+    from hltm_dagster.defs.patterns.assets import (
+        MEMORY_HINTS_KEY,
+        QUERY_PATTERNS_KEY,
+        mine_query_patterns,
+        query_log,
+    )
+    from hltm_dagster.resources import build_resources
 
     _write_log(
         log_path(settings.derived_db),
@@ -530,6 +508,6 @@ def test_query_patterns_asset_and_schedule(settings, monkeypatch) -> None:  # ty
     assert hints["changed"].value is True
     assert [t["answer_field"] for t in hints["qa_templates"].value] == ["work_mode"]
 
-    from sensors.analysis_schedules import query_patterns_schedule
+    from hltm_dagster.defs.patterns.schedules import query_patterns_schedule
 
     assert query_patterns_schedule.cron_schedule == PatternSettings().cron

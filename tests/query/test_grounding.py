@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 import hltm.query.tasks  # noqa: F401  (registers the query tasks with the local server)
-from hltm.cli import main
 from hltm.llm import LLMError, make_llm
 from hltm.query.engine import QueryEngine, validate_citations
 from hltm.query.grounding import ungrounded
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
 from hltm.settings import Settings
+from hltm_cli import main
 from hltm_devkit.openai_server import LocalOpenAIServer
 from tests.support.llm import _clean_server as _clean_server  # noqa: F401 (autouse fixture)
 from tests.support.llm import openai_settings, quick

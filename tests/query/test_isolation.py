@@ -12,10 +12,13 @@ import pytest
 from hltm.evaluation.memory.baselines import Baselines, RawCorpus
 from hltm.evaluation.memory.leakage import leakage_questions, run_leakage
 from hltm.llm import LLM, DeterministicBackend, Task
-from hltm.query.boundary import ScopedMemory, SubtreeVectors, memory_collection
+from hltm.memory.store import memory_collection_name
+from hltm.query.boundary import ScopedMemory
+from hltm.query.chroma_subtree import ContractCollection
 from hltm.query.engine import QueryEngine
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity, ScopeError, resolve_scope
+from hltm.query.subtree_vectors import SubtreeVectors
 from hltm.warehouse import connect
 from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
@@ -108,8 +111,8 @@ def test_the_boundary_reads_nothing_outside_the_scope(
                 corpus.node_in_scope(Identity("seat", seat), h.node_id) for h in hits
             )
         # The second wall: only the seat's own contract collection is ever opened.
-        assert memory._collection is not None
-        assert memory._collection.name == memory_collection(str(scope.contract_id))
+        assert memory.collection is not None
+        assert memory.collection.name == memory_collection_name(str(scope.contract_id))
 
 
 class PlantingBackend(DeterministicBackend):
@@ -240,14 +243,14 @@ def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
     seat = built_world.seats()[0]
     question = "Where do I usually hire?"
     refused: list[bool] = []
-    by_ids = ScopedMemory._query_ids
+    by_ids = ContractCollection.nearest_of
 
-    def spy(self: ScopedMemory, *args: Any) -> Any:
+    def spy(self: ContractCollection, *args: Any) -> Any:
         result = by_ids(self, *args)
         refused.append(result is None)
         return result
 
-    monkeypatch.setattr(ScopedMemory, "_query_ids", spy)
+    monkeypatch.setattr(ContractCollection, "nearest_of", spy)
     monkeypatch.setattr(engine, "subtree_vectors", SubtreeVectors(max_scope_items=0))
     assert engine.ask(Identity("seat", seat), question, log=False).citations
     assert refused and not any(refused)  # searched by ids while the index is whole
@@ -262,7 +265,7 @@ def test_an_item_missing_from_the_index_falls_back_to_the_subtree_filter(
 
     whole, memory = search()
     assert memory.stats.exact_searches == 1 and memory.stats.chroma_queries == 0 and len(exact)
-    collection = engine.vectors.existing(memory_collection(str(scope.contract_id)))
+    collection = engine.vectors.existing(memory_collection_name(str(scope.contract_id)))
     assert collection is not None
     (victim,) = collection.get(where={"seat_id": seat}, limit=1, include=[])["ids"]
     kept = collection.get(ids=[victim], include=["embeddings", "metadatas", "documents"])
@@ -394,3 +397,34 @@ def test_queries_are_logged_with_their_cost(
     assert row["answer"] == result.answer and row["citations"] == result.citations
     assert row["llm_calls"] == 2 and row["prompt_tokens"] == cost.prompt_tokens
     assert row["prompt_versions"]["answer"] == "answer-3"
+
+
+def test_a_request_reads_the_tree_once_and_derives_its_permitted_set_once(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scope, the build's incomplete marks and the permitted set of one request come from
+    one state of the tree, and the permitted set is derived once: the depth check, the searches
+    of every kind and the fetches by id all read that set, none derives it again."""
+    from hltm.query.permitted import Permitted
+    from hltm.query.retrieve import RetrievalConfig
+
+    tree, derived = type(engine.tree), []
+    snapshots: list[int] = []
+    read_tree, derive = tree.snapshot, Permitted.of
+
+    def counted_snapshot(self: Any, *args: Any, **kwargs: Any) -> Any:
+        snapshots.append(1)
+        return read_tree(self, *args, **kwargs)
+
+    def counted_derive(*args: Any, **kwargs: Any) -> Any:
+        derived.append(1)
+        return derive(*args, **kwargs)
+
+    monkeypatch.setattr(tree, "snapshot", counted_snapshot)
+    monkeypatch.setattr(Permitted, "of", counted_derive)
+    config = RetrievalConfig(levels=("seat", "project"))
+    seat = Identity("seat", built_world.seats()[0])
+    result = engine.ask(seat, "Where do I usually hire?", config=config, log=False)
+    assert result.citations and len(snapshots) == 1 and len(derived) == 1

@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from hltm.cli import main
 from hltm.query.access import create_token
 from hltm.query.engine import QueryEngine
 from hltm.query.log import read_query_log
 from hltm.query.scope import Identity
 from hltm.serving.http import create_app
 from hltm.settings import Settings
+from hltm_cli import main
 from tests.support.own_export import own_engine, own_export  # noqa: F401
 
 KITCHENS = Identity("seat", "northwind-kitchens")
@@ -116,7 +116,7 @@ def test_no_project_is_cut_from_a_listing_by_the_context_budget(
         (["token", "create", "--project", "kit-2025-harbour"], "project", "kit-2025-harbor"),
         (["judge", "show", "v-catering-chefs"], "vacancy 'v-catering-chefs'", "v-catering-chef"),
         (["judge", "journal", "v-senior-acountant"], "vacancy", "v-senior-accountant"),
-        (["judge", "run", "-v", "v-sous-chef"], "vacancy 'v-sous-chef'", ""),
+        (["judge", "run", "--vacancy", "v-sous-chef"], "vacancy 'v-sous-chef'", ""),
     ],
 )
 def test_an_unknown_id_is_an_error_naming_the_nearest_known_ones(

@@ -71,3 +71,15 @@ def test_what_one_speaker_said_of_herself_does_not_answer_a_question_about_the_o
     # Someone the memory holds nothing about on this is not judged by person.
     unnamed = answer({**asked, "question": "What did they realize after the charity race?"})
     assert unnamed["in_memory"]
+
+
+def test_a_passing_remark_of_the_asked_speaker_does_not_outweigh_the_other_telling_it() -> None:
+    """Caroline once watched a charity race; Melanie ran one and tells of it: what Caroline
+    realised after *her* race is still not in memory, what Melanie realised is."""
+    remark = _qa("s3", "Caroline: I watched a charity race on TV.", "t5")
+    told = {**PAYLOAD, "qa": [*PAYLOAD["qa"], remark]}
+    swapped = answer({**told, "question": "What did Caroline realize after her charity race?"})
+    assert not swapped["in_memory"], swapped
+    assert "said of Melanie, not Caroline" in swapped["answer"]
+    own = answer({**told, "question": "What did Melanie realize after her charity race?"})
+    assert own["in_memory"] and own["answer"].startswith("Melanie:"), own

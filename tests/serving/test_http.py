@@ -229,7 +229,7 @@ def test_cli_ask_json_and_token_management(
 
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     monkeypatch.setenv("HLTM_DATA_DIR", str(built_world.settings.data_dir))
     monkeypatch.setenv("HLTM_LLM_BACKEND", "offline")
@@ -237,7 +237,7 @@ def test_cli_ask_json_and_token_management(
     seat = built_world.seats()[0]
     out = runner.invoke(main, ["ask", "--seat", seat, "Where do I usually hire?", "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
+    data = json.loads(out.stdout)
     assert data["identity"] == f"seat:{seat}" and data["citations"]
     assert data["cost"]["llm_calls"] == 2
     both = runner.invoke(main, ["ask", "--seat", seat, "--contract", "c01", "x?"])
@@ -245,7 +245,7 @@ def test_cli_ask_json_and_token_management(
 
     created = runner.invoke(main, ["token", "create", "--seat", seat, "--label", "cli"])
     assert created.exit_code == 0, created.output
-    token_id = created.output.split()[1]
+    token_id = created.stdout.split()[1]
     listed = runner.invoke(main, ["token", "list"])
     assert token_id in listed.output and "active" in listed.output
     assert "hltm_" not in listed.output  # tokens are never shown again

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,8 @@ async def _scoped_session_checks(
     session: ClientSession, world: BuiltWorld, ranked: RankedVacancies
 ) -> dict[str, Any]:
     """What seat A's session may and may not do, the same for every transport."""
-    await session.initialize()
+    started = await session.initialize()
+    assert started.server_info.version == version("hltm-platform")  # the package's, never ""
     listed = await session.list_tools()
     assert {tool.name for tool in listed.tools} == TOOLS
     ask_tool = next(tool for tool in listed.tools if tool.name == "ask")
@@ -187,7 +189,7 @@ def test_stdio_server_refuses_to_start_without_a_valid_token(
     built_world: BuiltWorld,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hltm.cli import main
+    from hltm_cli import main
 
     monkeypatch.setenv("HLTM_DATA_DIR", str(built_world.settings.data_dir))
     for token in ("hltm_not-a-token", ""):

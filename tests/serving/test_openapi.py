@@ -26,7 +26,7 @@ from hltm.llm import make_llm
 from hltm.query.access import create_token
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
-from hltm.serving.http import create_app
+from hltm.serving.http import MAX_BODY_BYTES, ServeLimits, create_app
 from hltm.serving.rankings import scoped_ranking, vacancy_owner
 from tests.support.api import RankedVacancies, publish_two_rankings
 from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
@@ -179,3 +179,27 @@ def test_a_calibrated_vacancy_s_ranking_is_current_right_after_publication(
     found = scoped_ranking(sources, derived, Identity("seat", owner.seat_id), vacancy.vacancy_id)
     assert found.entry.vacancy_version == vacancy.version_key
     assert found.current
+
+
+def test_every_status_a_route_answers_is_declared(
+    engine: QueryEngine,  # noqa: F811
+    client: TestClient,
+    spec: dict[str, Any],
+    seat_token: str,
+) -> None:
+    """413 for a body over the limit, 503 from a server at capacity: what a client sees is in
+    the description it generates its code from."""
+    auth = {"Authorization": f"Bearer {seat_token}"}
+    too_big = client.post("/v1/ask", content=b"x" * (MAX_BODY_BYTES + 1), headers=auth)
+    seen = [("/v1/ask", "post", too_big.status_code)]
+    with TestClient(create_app(engine, limits=ServeLimits(queue=0))) as at_capacity:
+        seen += [
+            ("/v1/ask", "post", at_capacity.post("/v1/ask", json={"question": "Where?"},
+                                                 headers=auth).status_code),
+            ("/v1/whoami", "get", at_capacity.get("/v1/whoami", headers=auth).status_code),
+            ("/v1/rankings/{vacancy_id}", "get",
+             at_capacity.get("/v1/rankings/x", headers=auth).status_code),
+        ]  # fmt: skip
+    assert [status for *_, status in seen] == [413, 503, 503, 503]
+    for path, method, status in seen:
+        assert str(status) in spec["paths"][path][method]["responses"], (path, status)

@@ -10,14 +10,14 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.calibration import calibrate_vacancies_job
-from assets.judge import judge_refresh_job
-from assets.memory import rebuild_memory_tree
 from hltm.judge.calibration import load_calibrations
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
-from resources import build_resources
+from hltm_dagster.defs.judge.assets import judge_refresh_job
+from hltm_dagster.defs.memory.assets import rebuild_memory_tree
+from hltm_dagster.resources import build_resources
+from tests.support.judge import calibrate_every_vacancy
 
 # Jobs whose runs call the LLM (memory extraction and aggregation, the judge, the probe).
 LLM_JOBS = {
@@ -30,7 +30,7 @@ LLM_JOBS = {
 
 
 def _defs() -> dg.Definitions:
-    from definitions import defs
+    from hltm_dagster.definitions import defs
 
     return defs
 
@@ -52,16 +52,13 @@ def after_demo(tiny_world: Path, settings: Settings) -> tuple[Settings, dg.Dagst
     assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
     resources = _resources(settings)
     instance = dg.DagsterInstance.ephemeral()
-    for job, config in (
-        (rebuild_memory_tree, None),
-        (calibrate_vacancies_job, None),
-        (
-            judge_refresh_job,
-            {"ops": {"judge_all_vacancies": {"config": {"budget": 6, "workers": 2}}}},
-        ),
-    ):
-        result = job.execute_in_process(run_config=config, resources=resources, instance=instance)
-        assert result.success, job.name
+    assert rebuild_memory_tree.execute_in_process(resources=resources, instance=instance).success
+    assert calibrate_every_vacancy(instance, resources, settings.sources_db).success
+    config = {"ops": {"judge_all_vacancies": {"config": {"budget": 6, "workers": 2}}}}
+    result = judge_refresh_job.execute_in_process(
+        run_config=config, resources=resources, instance=instance
+    )
+    assert result.success
     totals = result.output_for_node("judge_all_vacancies")
     assert totals["deferred"] > 0  # there is budget a careless tick could spend
     return settings, instance
@@ -91,7 +88,7 @@ def test_a_fresh_daemon_after_the_demo_launches_no_llm_run(after_demo) -> None: 
     assert len(load_calibrations(settings.derived_db)) == 3
 
     # the asset itself (the UI's Materialize on one vacancy) stores and shows the same result
-    from assets.calibration import vacancy_calibration
+    from hltm_dagster.defs.calibration.assets import vacancy_calibration
 
     instance.add_dynamic_partitions("vacancies", ["v001"])
     result = dg.materialize(

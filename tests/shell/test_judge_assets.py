@@ -10,7 +10,15 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.judge import (
+from hltm.judge.data import load_resumes, load_vacancies
+from hltm.judge.journal import journal_entries, verify_chain
+from hltm.judge.pipeline import judge_config
+from hltm.judge.store import ensure_judge_schema
+from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
+from hltm.settings import Settings
+from hltm.sources.ingest import ingest_directory
+from hltm.warehouse import connect
+from hltm_dagster.defs.judge.assets import (
     VACANCIES,
     candidate_pools,
     judge_quote_gate,
@@ -20,16 +28,11 @@ from assets.judge import (
     rankings,
     resume_index,
 )
-from hltm.judge.data import load_resumes, load_vacancies
-from hltm.judge.journal import journal_entries, verify_chain
-from hltm.judge.pipeline import judge_config
-from hltm.judge.store import ensure_judge_schema
-from hltm.llm import DETERMINISTIC_MODEL, LLM, DeterministicBackend
-from hltm.settings import Settings
-from hltm.sources.ingest import ingest_directory
-from hltm.warehouse import connect
-from resources import build_resources
-from sensors.judge import vacancy_changes
+from hltm_dagster.defs.judge.sensors import vacancy_changes
+from hltm_dagster.instance import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from hltm_dagster.resources import build_resources
+from tests.support.judge import calibrate_every_vacancy
+from tests.support.ui import stale_partitions, ui_graphql
 
 
 @pytest.fixture
@@ -41,7 +44,7 @@ def world(tiny_world: Path, settings: Settings) -> Settings:
 
 @pytest.fixture
 def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.DagsterInstance.ephemeral() as inst:
+    with dg.instance_for_test() as inst:  # on disk: the UI's GraphQL reads it too
         yield inst
 
 
@@ -50,7 +53,7 @@ def _resources(settings: Settings) -> dict[str, Any]:
 
 
 def test_definitions_load_with_the_judge() -> None:
-    from definitions import defs
+    from hltm_dagster.definitions import defs
 
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("judge_refresh") is not None
@@ -83,7 +86,8 @@ def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings
     assert isinstance(changed, dg.SensorResult)
     (calibrate,) = changed.run_requests
     assert calibrate.job_name == "calibrate_vacancies"
-    assert calibrate.run_config["ops"]["calibrate_all_vacancies"]["config"]["vacancies"] == ["v002"]
+    assert calibrate.tags[ASSET_PARTITION_RANGE_START_TAG] == "v002"
+    assert calibrate.tags[ASSET_PARTITION_RANGE_END_TAG] == "v002"
     store_calibrations(
         world.derived_db,
         calibrate_vacancies(world.sources_db, world.derived_db, load_vacancies(world.sources_db)),
@@ -99,6 +103,8 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     config = {
         "ops": {"judge_all_vacancies": {"config": {"vacancies": [], "budget": 0, "workers": 2}}}
     }
+    calibrated = calibrate_every_vacancy(instance, _resources(world), world.sources_db)
+    assert calibrated.success
     first = judge_refresh_job.execute_in_process(
         run_config=config, resources=_resources(world), instance=instance
     )
@@ -111,6 +117,15 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     assert ("resume_index", None) in keys
     checks = first.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks)
+    # What the UI shows right after the run: no partition it built reads stale (the index was
+    # recorded after the pools it fed, so every pool read "resume_index has a new
+    # materialization").
+    with ui_graphql(instance) as query:
+        stale = {
+            asset: stale_partitions(query, asset, ["v001", "v002", "v003"])
+            for asset in ("candidate_pools", "judge_scores", "rankings")
+        }
+    assert stale == {"candidate_pools": {}, "judge_scores": {}, "rankings": {}}
 
     second = judge_refresh_job.execute_in_process(
         run_config=config, resources=_resources(world), instance=instance
@@ -124,7 +139,9 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
         and m["judged_now"] == m["coverage_pending"] == m["coverage_failed"] == 0
         for m in standing.values()
     )
-    assert len(journal_entries(world.derived_db)) == 6 and verify_chain(world.derived_db).ok
+    # the same rankings are not journaled again (a second refresh appended a copy of each)
+    assert (warm["published"], warm["unchanged"]) == (0, 3)
+    assert len(journal_entries(world.derived_db)) == 3 and verify_chain(world.derived_db).ok
 
     # the budget caps cold evaluations and says how many wait: every resume gets a new content
     # hash (its text stays, so the embedding cache still has it and nothing is re-embedded)
@@ -141,7 +158,7 @@ def test_nightly_job_judges_publishes_and_a_warm_rerun_is_free(world: Settings, 
     # a partial ranking never replaces a complete one: the live rankings stay, and say why
     assert (t3["published"], t3["held"]) == (0, 3)
     assert all("kept the live ranking" in r for r in t3["held_reasons"].values())
-    assert len(journal_entries(world.derived_db)) == 6 and verify_chain(world.derived_db).ok
+    assert len(journal_entries(world.derived_db)) == 3 and verify_chain(world.derived_db).ok
     held = _metadata(third, "rankings")
     assert held and all(m["published"] is False for m in held.values())
     scores = _metadata(third, "judge_scores")

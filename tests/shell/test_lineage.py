@@ -15,13 +15,13 @@ import dagster as dg
 import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
-from assets.memory import MEMORY_ASSETS
-from assets.sources import source_tables
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS
+from hltm_dagster.defs.sources.assets import source_tables
+from hltm_dagster.resources import build_resources
 from hltm_devkit.generator import WorldSize, generate_world
 from hltm_devkit.scenarios import read_world
-from resources import build_resources
 from tests.support import REPO
 
 ROOT = REPO

@@ -9,20 +9,20 @@ import random
 import dagster as dg
 import pytest
 
-from assets.memory import MEMORY_ASSETS, MEMORY_CHECKS
-from assets.sources import source_tables
 from hltm.memory.store import read_built
 from hltm.settings import Settings
 from hltm.warehouse import connect
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS
+from hltm_dagster.defs.sources.assets import source_tables
+from hltm_dagster.resources import build_resources
 from hltm_devkit.scenarios import change_project, move_project, read_world, remove_project
-from resources import build_resources
 from tests.support.memory import ingested_sources as ingested_sources  # noqa: F401 (fixture)
 from tests.support.memory import make_harness, materializations, memory_definitions
 from tests.support.memory import memory_world as memory_world  # noqa: F401 (fixture)
 
 
 def test_code_location_loads() -> None:
-    import definitions
+    from hltm_dagster import definitions
 
     dg.Definitions.validate_loadable(definitions.defs)
     repo = definitions.defs.get_repository_def()

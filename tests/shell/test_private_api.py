@@ -8,10 +8,10 @@ import subprocess
 
 import dagster as dg
 
-from resources import instance
+from hltm_dagster import instance
 from tests.support import REPO
 
-HOME = "resources/instance.py"
+HOME = "hltm_dagster/instance.py"
 
 
 def test_only_the_instance_module_imports_private_dagster() -> None:
@@ -31,6 +31,10 @@ def test_the_private_names_still_mean_what_the_project_relies_on() -> None:
     # the tags Dagster itself reads back
     assert instance.DATA_VERSION_TAG == "dagster/data_version"
     assert instance.RUN_KEY_TAG == "dagster/run_key"
+    assert instance.partition_range_tags("a", "b") == {
+        "dagster/asset_partition_range_start": "a",
+        "dagster/asset_partition_range_end": "b",
+    }
     # the run launcher's health check: the shape run monitoring expects
     assert {s.name for s in instance.WorkerStatus} >= {"RUNNING", "NOT_FOUND", "FAILED", "UNKNOWN"}
     result = instance.CheckRunHealthResult(instance.WorkerStatus.NOT_FOUND, "gone")
@@ -38,6 +42,6 @@ def test_the_private_names_still_mean_what_the_project_relies_on() -> None:
     assert issubclass(instance.LocalRunLauncher, dg.DefaultRunLauncher)
     assert instance.LocalRunLauncher.supports_check_run_worker_health
     # running a job of the code location in this process
-    job, origin = instance.located_job(REPO, "observe_sources")
+    job, origin = instance.located_job("observe_sources")
     assert job.get_definition().name == "observe_sources"
     assert origin.job_name == "observe_sources"

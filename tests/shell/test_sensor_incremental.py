@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-import sensors.source_changes as sensor_module
+import hltm.memory.planner as planner
 from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
 from hltm.memory.tree import VersionConfig
 from hltm.settings import Settings
@@ -97,7 +97,7 @@ def test_sensor_reads_only_the_changed_contract(
     assert isinstance(harness.tick(), dg.SkipReason)
 
     # The periodic full diff is spread over ticks by store bucket and, once through, covers all.
-    monkeypatch.setattr(sensor_module, "SWEEP_BUCKETS", 128)  # two ticks, not eight
+    monkeypatch.setattr(planner, "SWEEP_BUCKETS", 128)  # two ticks, not eight
     harness.cursor = json.dumps({**json.loads(harness.cursor or "{}"), "diffed_at": 0})
     requested: set[str] = set()
     for _ in range(2):

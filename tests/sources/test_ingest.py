@@ -10,7 +10,6 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from hltm.cli import main
 from hltm.settings import Settings
 from hltm.sources.ingest import (
     delete_project,
@@ -20,6 +19,7 @@ from hltm.sources.ingest import (
     table_counts,
 )
 from hltm.warehouse import connect
+from hltm_cli import main
 from tests.support import FIXTURES
 
 
@@ -169,7 +169,7 @@ def test_ingest_and_delete_record_a_fresh_observation(crafted_dir, settings, tmp
     import dagster as dg
     from click.testing import CliRunner
 
-    from hltm.cli import main
+    from hltm_cli import main
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     runner = CliRunner()
@@ -192,7 +192,10 @@ def test_deleting_an_unknown_id_names_it_whole(settings: Settings) -> None:
         ensure_sources_schema(con)
     result = CliRunner().invoke(main, ["delete", "project", "does-not-exist"])
     assert result.exit_code == 1
-    assert result.output.strip() == "error: no project with id 'does-not-exist'"
+    assert result.stderr.splitlines() == [
+        f"data: {settings.data_dir}",
+        "error: no project with id 'does-not-exist'",
+    ]
 
 
 def _real_resumes_without_language(src: Path) -> None:

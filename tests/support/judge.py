@@ -27,3 +27,21 @@ def make_resume(i: int, years: int = 6, role: str = "Backend Engineer") -> Resum
 
 
 POOL = [make_resume(i) for i in range(12)]
+
+
+def calibrate_every_vacancy(instance, resources, sources_db):  # type: ignore[no-untyped-def]
+    """One run of `calibrate_vacancies` over every vacancy, as `hltm refresh` and the demo run it
+    (their partitions added first)."""
+    import dagster as dg
+
+    from hltm.judge.data import vacancy_ids
+    from hltm_dagster.defs import calibration
+    from hltm_dagster.defs.sources.assets import VACANCIES
+    from hltm_dagster.instance import partition_range_tags
+
+    ids = sorted(vacancy_ids(sources_db))
+    instance.add_dynamic_partitions(VACANCIES.name, ids)
+    job = dg.Definitions.merge(calibration.defs, dg.Definitions(resources=resources))
+    return job.resolve_job_def("calibrate_vacancies").execute_in_process(
+        instance=instance, tags=partition_range_tags(ids[0], ids[-1])
+    )

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-from assets.memory import MEMORY_ASSETS, MEMORY_JOBS
-from assets.sources import source_tables
 from hltm.embeddings import CachedEmbedder, EmbeddingStats
 from hltm.memory import MemoryConfig, builder_from_settings
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from resources import MemoryTreeResource, build_resources
-from sensors.source_changes import source_changes
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_JOBS
+from hltm_dagster.defs.memory.sensors import source_changes
+from hltm_dagster.defs.sources.assets import source_tables
+from hltm_dagster.resources import MemoryTreeResource, build_resources
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The frozen golden set: labelled vacancy–resume pairs, their pinned baseline, the evaluation.
 
-**What is frozen** (files in ``golden/``, written once by `golden_freeze.freeze_golden`, never
+**What is frozen** (files in ``hltm/evaluation/golden/``, written once by `golden_freeze.freeze_golden`, never
 by a test):
 
 * ``vacancies.jsonl`` — the vacancies with their requirements, as they were on the freeze date;
@@ -38,6 +38,7 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,6 @@ from hltm.evaluation.judge.metrics import overall_precision
 from hltm.judge.candidates import QueryVectors
 from hltm.judge.data import PASSAGE_TOKENS, Requirement, Resume, Vacancy
 from hltm.judge.pools import BM25Index
-from hltm.settings import REPO_ROOT
 
 __all__ = [
     "GOLDEN_DIR",
@@ -58,7 +58,8 @@ __all__ = [
     "load_golden",
 ]
 
-GOLDEN_DIR = REPO_ROOT / "golden"
+# The frozen golden sets ship inside the package (an installed wheel evaluates them too).
+GOLDEN_DIR = Path(str(resources.files("hltm.evaluation") / "golden"))
 K = 10
 
 
@@ -132,7 +133,9 @@ def load_golden(path: Path | str = GOLDEN_DIR, verify: bool = True) -> GoldenSet
         for name, digest in manifest["files"].items():
             actual = file_sha256(path / name)
             if actual != digest:
-                raise ValueError(f"golden/{name} changed since the freeze (sha256 {actual[:12]}…)")
+                raise ValueError(
+                    f"hltm/evaluation/golden/{name} changed since the freeze (sha256 {actual[:12]}…)"
+                )
     return read_set(path, manifest)
 
 

@@ -4,7 +4,7 @@ Why a second set: the sample golden set measures the judge on the world its own 
 wrote, which flatters it. This set is built from ``realdata`` (livecareer resumes, LinkedIn
 postings, hh.ru vacancies) that nobody here wrote.
 
-**What is frozen** (``golden/real/``), and what is not:
+**What is frozen** (``hltm/evaluation/golden/real/``), and what is not:
 
 * ``spec.json`` — written by hand before any ranking was looked at: the vacancies (source
   row id, requirements read off the posting), the resume sampling rule and the labelling rule;
@@ -23,7 +23,7 @@ and says so.
 title pattern, *borderline* when exactly one of the two holds or the category is a related one,
 *miss* otherwise.
 
-**The Indeed set** (``golden/real-indeed/``, resumes of another layout) is built the same way
+**The Indeed set** (``hltm/evaluation/golden/real-indeed/``, resumes of another layout) is built the same way
 from ``resumes_indeed_ner.jsonl``: every resume with a human ``Designation`` span, labelled from
 those spans (`label_by_titles`: *fit* when one matches the vacancy's ``fit_title``,
 *borderline* when one matches its ``related_title``, *miss* otherwise).
@@ -304,7 +304,7 @@ def load_real_golden(
     if verify:
         for name, digest in manifest["files"].items():
             if file_sha256(path / name) != digest:
-                raise ValueError(f"golden/real/{name} changed since the freeze")
+                raise ValueError(f"hltm/evaluation/golden/real/{name} changed since the freeze")
         for name, digest in manifest["sources"].items():
             if file_sha256(_source(source_dir, name)) != digest:
                 raise ValueError(f"{source_dir / name} is not the file the set was frozen from")

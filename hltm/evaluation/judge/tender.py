@@ -24,7 +24,7 @@ bootstrap CIs over vacancies (scipy) and the paired difference weighted − `ove
 shown as a baseline.
 
 Output: `judge_stats.md` (the report), `tender.png`, `weight_study.md` + its PNGs and JSON, and
-`judge_stats.json` (every number), in one directory. Dagster-free; `assets/analysis.py` and
+`judge_stats.json` (every number), in one directory. Dagster-free; `hltm_dagster/defs/analysis/assets.py` and
 `hltm stats report` call `build_report`.
 """
 

@@ -1,4 +1,4 @@
-"""The offline judge: the rubric of `prompts/judge.toml` answered from general evidence, no model.
+"""The offline judge: the rubric of `hltm/llm/prompts/judge.toml` answered from general evidence, no model.
 
 It answers the recruiter's question — would I show this candidate for this vacancy? — in the
 rubric's order and in the JSON shape a model must return, from three kinds of evidence that

@@ -531,8 +531,10 @@ def _off_subject(
     subject (None: they are not, or nothing tells).
 
     A place the question names must be stated by one of the evidence's nodes (`_evidence`). A
-    person it names must be who one of the passages stating the rest of the question is about,
-    when any of them is about someone (`subject.about`); those passages are found without the
+    person it names is judged by whom the passages stating the rest of the question are about
+    (`subject.about`): not in memory when the best of them about anyone is about someone else and
+    more of them are about others than about that person (a speaker's own passing remark on the
+    topic does not outweigh the other speaker telling it). Those passages are found without the
     name, whose words and meaning would favour whatever that person said about anything.
     Evidence about no one in particular decides nothing, and a question naming no one, or two
     people, is not judged by person."""
@@ -552,10 +554,12 @@ def _off_subject(
     rest = " ".join(w for w in question.split() if w not in naming)
     evidence = _evidence(payload, question, spans, _meanings(rest, spans), names)
     abouts = [about(span, people) for span in evidence]
-    if any(person in who for who in abouts) or not any(abouts):
+    best = next((who for who in abouts if who), set())
+    mine = sum(person in who for who in abouts)
+    others = sum(bool(who - {person}) for who in abouts)
+    if person in best or others <= mine:
         return None
-    who = next(w for w in abouts if w)
-    return f"what the memory holds on this is said of {' and '.join(sorted(who))}, not {person}."
+    return f"what the memory holds on this is said of {' and '.join(sorted(best))}, not {person}."
 
 
 def _said_of(payload: Payload, subject: Subject, fields: list[str]) -> Payload | None:

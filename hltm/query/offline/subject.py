@@ -30,7 +30,7 @@ from typing import Any
 
 from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
-from hltm.query.grounding import item_text
+from hltm.query.grounding import item_text, place_names
 
 Payload = dict[str, Any]
 
@@ -178,14 +178,10 @@ class Subject:
             w for w in asked if 0 < sum(w in held for held in labels.values()) < len(labels)
         )
         nodes = {n for n, held in labels.items() if any(w in held for w in words)}
-        return cls(named(question, people), places(question), people, nodes, words)
+        return cls(named(question, people), place_names(question), people, nodes, words)
 
     def states_places(self, text: str) -> bool:
-        return self.places <= places(text)
-
-
-def places(text: str) -> set[str]:
-    return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
+        return self.places <= place_names(text)
 
 
 def _stems(text: str) -> list[str]:

@@ -1,0 +1,88 @@
+"""A serving worker stopped with SIGTERM (how `hltm serve` stops its workers, and `kill`) exits as
+a normal exit, so multiprocessing's finalizers release what it holds: before, uvicorn raised the
+signal again after its graceful shutdown, the default handler killed the process there, and the
+resource tracker reported the semaphores as leaked ("2 leaked semaphore objects"). And a worker
+whose `hltm serve` was killed outright stops too: before, it kept serving the port as an orphan."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _worker(started: Any, in_pool: bool = False) -> None:
+    """A uvicorn server as `hltm serve`'s worker runs it, holding a semaphore."""
+    import uvicorn
+
+    from hltm.serving.http import stop_cleanly_on_sigterm, stop_with_parent
+
+    held = SPAWN.Lock()  # a named semaphore, registered with the resource tracker  # noqa: F841
+    stop_cleanly_on_sigterm()
+    if in_pool:
+        stop_with_parent(poll_s=0.1)
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        while scope["type"] == "lifespan":
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                started.set()
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")).run()
+
+
+def test_a_worker_stopped_with_sigterm_exits_normally() -> None:
+    started = SPAWN.Event()
+    worker = SPAWN.Process(target=_worker, args=(started,))
+    worker.start()
+    try:
+        assert started.wait(timeout=60), "the worker's server did not start"
+        worker.terminate()  # SIGTERM, as serve's stop and `kill` send it
+        worker.join(timeout=30)
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+    assert worker.exitcode == 0, f"exit code {worker.exitcode} (-{signal.SIGTERM}: killed by it)"
+
+
+def _serve(started: Any, worker_pid: Any) -> None:
+    """`hltm serve` with one pool worker: it starts the worker, then waits on it."""
+    worker = SPAWN.Process(target=_worker, args=(started, True))
+    worker.start()
+    worker_pid.value = worker.pid
+    worker.join()
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie its new parent has not reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_pool_worker_stops_when_its_serve_is_killed_outright() -> None:
+    started, worker_pid = SPAWN.Event(), SPAWN.Value("i", 0)
+    serve = SPAWN.Process(target=_serve, args=(started, worker_pid))
+    serve.start()
+    try:
+        assert started.wait(timeout=60), "the worker's server did not start"
+        serve.kill()  # SIGKILL: serve cannot stop its workers
+        serve.join()
+        deadline = time.monotonic() + 30
+        while not _gone(worker_pid.value) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(worker_pid.value), "the worker kept serving after its serve was killed"
+    finally:
+        if worker_pid.value and not _gone(worker_pid.value):
+            os.kill(worker_pid.value, signal.SIGKILL)
