@@ -34,7 +34,6 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import threading
 import time
@@ -46,6 +45,7 @@ import bm25s
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder
+from hltm.llm.registry import payload_json
 from hltm.memory.salience import terms
 from hltm.query.boundary import Hit, NodeView, ScopedMemory
 from hltm.tokens import count_tokens
@@ -294,24 +294,40 @@ def covering(memory: ScopedMemory, fields: list[str], limit: int) -> list[Ranked
     nothing is missed): every project that states one of them. A scope of more than `limit`
     projects is answered instead by the shallowest node of each path that states them (a seat
     stating it speaks for its projects, a seat that does not is answered by its projects); the
-    root answers only when nothing below it states the fields (a project's own scope)."""
-    nodes = memory.nodes(memory.node_ids())
-    states = {node_id: stating(node, fields) for node_id, node in nodes.items()}
-    states = {node_id: idx for node_id, idx in states.items() if idx}
-    projects = sum(node.level == "project" for node in nodes.values())
-    if projects <= limit:
-        listed = sorted(n for n in states if nodes[n].level == "project")
-        if listed:
-            return [Ranked(n, "project", 1.0, states[n]) for n in listed]
-    below = [n for n in states if n != memory.scope.root_node_id] or list(states)
-    paths = {_path(nodes[n]) for n in below}
+    root answers only when nothing below it states the fields (a project's own scope).
+
+    Only the nodes that can answer are read: the projects of a scope within `limit`, else the
+    seats first and only the projects of a seat that states none of the fields (a contract of
+    10k projects reads its thousand seats, not its eleven thousand nodes)."""
+    rows = memory.permitted.rows
+    root = memory.scope.root_node_id
+    projects = [r.node_id for r in rows if r.level == "project"]
+    states: dict[str, list[int]] = {}
+    levels: dict[str, str] = {}
+
+    def read(node_ids: list[str]) -> None:
+        for node_id, node in memory.nodes(node_ids).items():
+            levels[node_id] = node.level
+            found = stating(node, fields)
+            if found:
+                states[node_id] = found
+
+    if len(projects) <= limit:
+        read(projects)
+        if states:
+            return [Ranked(n, "project", 1.0, states[n]) for n in sorted(states)]
+    read([r.node_id for r in rows if r.level != "project"])
+    by_id = memory.permitted.by_id
+    # A seat below the root that states a field speaks for its projects, which are not read.
+    speaking = {by_id[n].seat_id for n in states if n != root and by_id[n].level == "seat"}
+    if len(projects) > limit:
+        read([r.node_id for r in rows if r.level == "project" and r.seat_id not in speaking])
+    below = [n for n in states if n != root] or list(states)
     chosen = [
-        n
-        for n in below
-        if not any(_path(nodes[n])[:d] in paths for d in range(len(_path(nodes[n]))))
+        n for n in below if not (by_id[n].level == "project" and by_id[n].seat_id in speaking)
     ]
-    chosen.sort(key=lambda n: (len(_path(nodes[n])), n))
-    return [Ranked(n, nodes[n].level, 1.0, states[n]) for n in chosen]
+    chosen.sort(key=lambda n: (len(_path(by_id[n])), n))
+    return [Ranked(n, levels[n], 1.0, states[n]) for n in chosen]
 
 
 def retrieve(
@@ -428,7 +444,7 @@ def within_budget(
     kept whole and paid for first."""
 
     def tokens(item: dict) -> int:
-        return count_tokens(json.dumps(item, ensure_ascii=False, indent=1))
+        return count_tokens(payload_json(item))
 
     def reserved(kind: str, item: dict) -> bool:
         return kind == "facets" and item["node_id"] in listed
@@ -456,11 +472,13 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
     context budget by fused rank."""
     fields = {p["field"] for p in retrieved.pairs if p.get("field")}
     unvalued = open_fields(retrieved.pairs)
+    listed = frozenset(retrieved.listed)
     facets: list[dict[str, Any]] = []
     for ranked in retrieved.facet:
         node = retrieved.nodes[ranked.node_id]
         if fields:
-            open_ = set(stating(node, unvalued))
+            # a listed node's items are its facets stating the open fields (`covering`)
+            open_ = set(ranked.items if node.node_id in listed else stating(node, unvalued))
             chosen = [
                 f
                 for i, f in enumerate(node.facets)
@@ -511,5 +529,4 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
             }
         )
     context = {"facets": facets, "qa": qa, "summaries": summaries}
-    listed = frozenset(retrieved.listed)
     return within_budget(context, retrieved.fused, config.context_tokens, listed)
