@@ -253,11 +253,12 @@ def context_documents(nodes: dict[str, Any], context_ids: list[str]) -> dict[str
     """document id → the most specific context nodes whose stored memory cites it (a project's
     document is also in its seat's facets; citing it means the project)."""
     by_level: dict[str, dict[str, list[str]]] = {}
+    in_context = set(context_ids)
     for node_id in context_ids:
         node = nodes[node_id]
         held = {s for f in node.facets for s in f.get("sources", ())}
         held |= {q["source"] for q in node.qa if q.get("source")}
-        for doc in held - set(context_ids):
+        for doc in held - in_context:
             level = by_level.setdefault(doc, {})
             level.setdefault(node.level, []).append(node_id)
     order = ("project", "seat", "contract")
@@ -550,8 +551,14 @@ class QueryEngine:
             choices={"citation": result.context_ids},
         )
         cost.answer_ms = (time.perf_counter() - t0) * 1000
-        documents = context_documents(retrieved.nodes, result.context_ids)
-        cited = validate_citations(list(answer.citation), set(result.context_ids), documents)
+        in_context = set(result.context_ids)
+        # Which context node holds a cited document is asked only when a citation is no node's.
+        documents = (
+            context_documents(retrieved.nodes, result.context_ids)
+            if not in_context.issuperset(answer.citation)
+            else {}
+        )
+        cited = validate_citations(list(answer.citation), in_context, documents)
         result.answer = answer.answer
         result.rationale = answer.rationale
         result.dropped_citations = cited.dropped
