@@ -32,6 +32,7 @@ the mix) beside the floor's, with the targets' verdicts: p95 <= 50 ms at 10k, <=
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -311,6 +312,8 @@ def run_scale(
     baselines = Baselines(engine, corpus, build_chunks=False)
     engine.warm_up()
     engine.ask(Identity("contract", sorted(gt["contracts"])[0]), "Where do we usually hire?")
+    gc.collect()  # the warm caches moved out of the collector's reach, as `hltm serve` does
+    gc.freeze()
     items = workload(gt, n, scale)
     rows = []
     for system in SYSTEMS:
@@ -376,6 +379,7 @@ def run_scale(
             }
         )
         log(f"  {label} {system}: done")
+    gc.unfreeze()  # this scale's engine can go
     return rows
 
 

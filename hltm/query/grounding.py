@@ -21,6 +21,7 @@ Anything left over is `ungrounded`; the engine then flags the answer `unsupporte
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -43,9 +44,10 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
-def place_names(text: str) -> set[str]:
+@functools.lru_cache(maxsize=512)  # a question asked again cites the same text
+def place_names(text: str) -> frozenset[str]:
     """The places of the shared gazetteer `text` names, by their canonical name."""
-    return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
+    return frozenset(name for name, _ in lx.find_terms(lx.LOCATIONS, text))
 
 
 def item_text(item: dict[str, Any]) -> str:
@@ -65,10 +67,14 @@ def _field_values(items: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
         if "field" in item:
             out.setdefault(item["field"], set()).add(str(item.get("value", "")))
         elif item.get("question") and item.get("answer"):
-            for field, cue in CUES.items():
-                if cue.search(item["question"]):
-                    out.setdefault(field, set()).add(str(item["answer"]))
+            for field in _fields_named(item["question"]):
+                out.setdefault(field, set()).add(str(item["answer"]))
     return out
+
+
+@functools.lru_cache(maxsize=8192)  # the prepared questions of the cited nodes recur
+def _fields_named(question: str) -> tuple[str, ...]:
+    return tuple(field for field, cue in CUES.items() if cue.search(question))
 
 
 def _states(answer: str, value: str) -> bool:

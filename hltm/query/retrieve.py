@@ -202,6 +202,17 @@ def _item_terms(text: str) -> tuple[str, ...]:
     return tuple(terms(text)) or ("",)
 
 
+@functools.lru_cache(maxsize=4096)  # a question asked again of the same scope has the same pool
+def _lexical_ranks(wanted: tuple[str, ...], texts: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """(BM25 rank, item) of the items that share a term with the question, best first, BM25's
+    term statistics taken over these items alone."""
+    index = bm25s.BM25()
+    index.index([list(_item_terms(text)) for text in texts], show_progress=False)
+    order, scores = index.retrieve([list(wanted)], k=len(texts), show_progress=False)
+    ranked = enumerate(zip(order[0], scores[0], strict=True))
+    return tuple((rank, int(i)) for rank, (i, score) in ranked if score > 0)
+
+
 def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) -> list[Hit]:
     """The question's pool of items of every kind (the collapsed tree), re-scored by
     reciprocal-rank fusion of their cosine rank and their BM25 rank among the pool, best first:
@@ -214,14 +225,10 @@ def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) ->
     if not texts:
         return []
     fused = [1.0 / (RRF_K + rank) for rank in range(len(texts))]
-    wanted = terms(question)
+    wanted = tuple(terms(question))
     if wanted:
-        index = bm25s.BM25()
-        index.index([list(_item_terms(text)) for _, text in texts], show_progress=False)
-        order, scores = index.retrieve([wanted], k=len(texts), show_progress=False)
-        for rank, (i, score) in enumerate(zip(order[0], scores[0], strict=True)):
-            if score > 0:
-                fused[int(i)] += 1.0 / (RRF_K + rank)
+        for rank, i in _lexical_ranks(wanted, tuple(text for _, text in texts)):
+            fused[i] += 1.0 / (RRF_K + rank)
     ranked = sorted(range(len(texts)), key=lambda i: (-fused[i], i))
     return [replace(texts[i][0], score=fused[i]) for i in ranked]
 

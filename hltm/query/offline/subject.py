@@ -161,7 +161,7 @@ class Subject:
     """What a question names: people of the context, places, and project-naming words."""
 
     people: set[str] = field(default_factory=set)
-    places: set[str] = field(default_factory=set)
+    places: frozenset[str] = field(default_factory=frozenset)
     speakers: list[str] = field(default_factory=list)  # every person of the context
     nodes: set[str] = field(default_factory=set)  # projects whose titles the question names
     words: list[str] = field(default_factory=list)  # the words that name them
