@@ -4,6 +4,9 @@ node is built, not at every answer (on the really built session world)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import bm25s
 import pytest
 
 from hltm import e5_onnx, embeddings
@@ -36,3 +39,24 @@ def test_an_answer_embeds_its_question_not_the_statements_of_its_context(
     assert result.citations or result.nearest, result.answer
     assert statements, "the answer should have had prepared answers to compare"
     assert embedded == [embeddings.short_key(question)], embedded
+
+
+def test_a_question_asked_again_of_its_scope_reuses_its_pools_lexical_ranking(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[int] = []
+    index = bm25s.BM25.index
+
+    def counted(self: bm25s.BM25, corpus: list[list[str]], **kwargs: Any) -> Any:
+        built.append(len(corpus))
+        return index(self, corpus, **kwargs)
+
+    monkeypatch.setattr(bm25s.BM25, "index", counted)
+    seat = Identity("seat", built_world.seats()[0])
+    question = "Which projects mention a relocation budget?"
+    first = engine.ask(seat, question, log=False)
+    again = engine.ask(seat, question, log=False)
+    assert len(built) == 1 and built[0] > 1, built  # the second answer ranked nothing anew
+    assert (again.context, again.answer) == (first.context, first.answer)
