@@ -456,18 +456,26 @@ def within_budget(
     def reserved(kind: str, item: dict) -> bool:
         return kind == "facets" and item["node_id"] in listed
 
-    spent = sum(tokens(i) for kind, items in context.items() for i in items if reserved(kind, i))
-    cost: dict[str, int] = defaultdict(int)
+    # Items are counted only while the count can still decide something: once the listing
+    # alone is over the budget no other node is added, so the rest of it is not counted (a
+    # contract's listing holds thousands of items).
+    spent = 0
+    by_node: dict[str, list[dict]] = defaultdict(list)
     for kind, items in context.items():
         for item in items:
             if not reserved(kind, item):
-                cost[item["node_id"]] += tokens(item)
+                by_node[item["node_id"]].append(item)
+            elif spent <= budget:
+                spent += tokens(item)
     kept: set[str] = set()
-    for node_id in sorted(cost, key=lambda n: (-fused.get(n, 0.0), n)):
-        if (kept or listed) and spent + cost[node_id] > budget:
+    for node_id in sorted(by_node, key=lambda n: (-fused.get(n, 0.0), n)):
+        if (kept or listed) and spent > budget:
+            break
+        cost = sum(tokens(item) for item in by_node[node_id])
+        if (kept or listed) and spent + cost > budget:
             break
         kept.add(node_id)
-        spent += cost[node_id]
+        spent += cost
     return {
         kind: [i for i in items if i["node_id"] in kept or reserved(kind, i)]
         for kind, items in context.items()
