@@ -235,6 +235,7 @@ def validate_citations(
     them holds (`documents`: document id → context nodes), which counts for those nodes, or
     one context node with more text run into its id (`near_miss`)."""
     out = Citations()
+    kept: set[str] = set()
     for cited_id in cited:
         nodes = [cited_id] if cited_id in context_ids else (documents or {}).get(cited_id, [])
         if not nodes:
@@ -245,7 +246,10 @@ def validate_citations(
             continue
         if cited_id not in context_ids:
             out.mapped[cited_id] = nodes
-        out.kept += [n for n in nodes if n not in out.kept]
+        for node_id in nodes:
+            if node_id not in kept:
+                kept.add(node_id)
+                out.kept.append(node_id)
     return out
 
 
@@ -277,12 +281,7 @@ def incomplete_memory(node_ids: list[str]) -> str:
 
 
 def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
-    ids: list[str] = []
-    for items in context.values():
-        for item in items:
-            if item["node_id"] not in ids:
-                ids.append(item["node_id"])
-    return ids
+    return list(dict.fromkeys(item["node_id"] for items in context.values() for item in items))
 
 
 class QueryEngine:
