@@ -9,8 +9,8 @@ data/bench-query/1k), creates one bearer token per seat, and drives `POST /v1/as
 closed-loop aiohttp clients (each sends its next question as soon as the last one is answered)
 for a bounded time per phase. Reported per phase: requests, throughput, p50 / p95 / max latency
 as the client sees it and EXCLUDING the time spent inside the LLM (the response's `cost.llm_ms`),
-and the count of non-200 answers (503 = refused as busy, with Retry-After) with what each said.
-Ends with one JSON line of the headline figures.
+the count of non-200 answers (503 = refused as busy, with Retry-After) with what each said, and
+the CPU-seconds the server's processes spent in the phase (from /proc), per request too. Ends with one JSON line of the headline figures.
 
 The load generator shares the machine's cores with the server, so it must be light: httpx's
 async client spent 4.1 ms of CPU per request here (9.5 CPU-s in 16 s at 50 clients, as much as
@@ -99,6 +99,38 @@ def _start_server(
     raise SystemExit("hltm serve did not answer /healthz in 180 s")
 
 
+def _server_cpu_s(pid: int) -> float:
+    """CPU-seconds (user + system) the server and its worker processes have used so far, from
+    /proc (Linux): on a shared machine, CPU per request says what wall-clock figures cannot."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # a process that ended while read
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        ticks[child] = int(fields[11]) + int(fields[12])  # utime, stime
+    family, grown = {pid}, True
+    while grown:
+        below = {child for child, parent in parents.items() if parent in family} - family
+        family |= below
+        grown = bool(below)
+    return sum(ticks.get(p, 0) for p in family) / os.sysconf("SC_CLK_TCK")
+
+
+def _measured(
+    server: subprocess.Popen[bytes], base: str, tokens: list[str], clients: int, seconds: float
+) -> dict[str, Any]:
+    """One phase, with the server's CPU-seconds spent in it."""
+    cpu = _server_cpu_s(server.pid)
+    phase = asyncio.run(_phase(base, tokens, clients, seconds))
+    phase["server_cpu_s"] = round(_server_cpu_s(server.pid) - cpu, 1)
+    phase["cpu_ms_per_request"] = round(1000 * phase["server_cpu_s"] / max(phase["ok"], 1), 2)
+    return phase
+
+
 async def _phase(base: str, tokens: list[str], clients: int, seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
     non_llm: list[float] = []
@@ -183,15 +215,16 @@ def main(argv: list[str] | None = None) -> None:
     try:
         asyncio.run(_phase(base, tokens, 1, 3))  # warm caches (tree, embeddings) first
         phases = [
-            asyncio.run(_phase(base, tokens, 1, args.seconds)),
-            asyncio.run(_phase(base, tokens, args.clients, args.seconds)),
+            _measured(server, base, tokens, 1, args.seconds),
+            _measured(server, base, tokens, args.clients, args.seconds),
         ]
     finally:
         server.terminate()
         server.wait(timeout=30)
     head = (
         f"{'clients':>7} {'requests':>8} {'ok':>6} {'req/s':>6} {'p50 ms':>7} {'p95 ms':>7}"
-        f" {'max ms':>7} {'non-LLM p50':>11} {'p95':>6} {'max':>7}  statuses"
+        f" {'max ms':>7} {'non-LLM p50':>11} {'p95':>6} {'max':>7} {'server CPU-s':>12}"
+        f" {'CPU ms/req':>10}  statuses"
     )
     print(head)
     print("-" * len(head))
@@ -199,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{r['clients']:>7} {r['requests']:>8} {r['ok']:>6} {r['throughput_rps']:>6}"
             f" {r['p50_ms']:>7} {r['p95_ms']:>7} {r['max_ms']:>7} {r['non_llm_p50_ms']:>11}"
-            f" {r['non_llm_p95_ms']:>6} {r['non_llm_max_ms']:>7}  {r['statuses']}"
+            f" {r['non_llm_p95_ms']:>6} {r['non_llm_max_ms']:>7} {r['server_cpu_s']:>12}"
+            f" {r['cpu_ms_per_request']:>10}  {r['statuses']}"
         )
     for r in phases:
         for said, n in sorted(r["refusals"].items()):
@@ -222,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
                 "throughput_rps_1_client": one["throughput_rps"],
                 f"throughput_rps_{n}_clients": many["throughput_rps"],
                 f"refused_{n}_clients": many["requests"] - many["ok"],
+                "cpu_ms_per_request_1_client": one["cpu_ms_per_request"],
+                f"cpu_ms_per_request_{n}_clients": many["cpu_ms_per_request"],
             }
         )
     )

@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from hltm.embeddings import make_embedder, text_hash
+from hltm.embeddings import make_embedder, short_key, text_hash
 from hltm.judge.calibration import (
     CALIBRATION_TABLE,
     calibrate_vacancies,
@@ -43,6 +43,7 @@ from hltm.memory.store import (
     MemoryStore,
     memory_collection_name,
     read_built,
+    read_nodes,
 )
 from hltm.memory.tree import Plan
 from hltm.query.access import TOKENS_TABLE
@@ -161,7 +162,10 @@ def purge(settings: Settings, deleted: Deleted) -> PurgeReport:
     resumes = deleted.resumes | _orphans(settings, "resume")
     with connect(settings.derived_db) as con:
         tainted = _tainted_nodes(con, deleted) | _memory_chains(con, deleted.touched_projects)
-    item_texts = _node_item_texts(settings, tainted)
+        statements = {
+            short_key(s) for node in read_nodes(con, tainted).values() for s in node.statements()
+        }
+    item_texts = _node_item_texts(settings, tainted) | statements
     # The log is its own file, so it cannot join the transaction below: it goes first, and a
     # crash after it leaves only derived rows, which the next orphan sweep purges. It is told
     # again once the memory is purged (below): a question answered from that memory in between

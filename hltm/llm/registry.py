@@ -36,6 +36,55 @@ _MIN_MAX_TOKENS = 1024
 MAX_ENUM_VALUES = 500
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def payload_json(value: Any, sort_keys: bool = False) -> str:
+    """`json.dumps(value, ensure_ascii=False, indent=1, sort_keys=sort_keys)`, byte for byte.
+
+    With an indent, `json` writes in pure Python (about 0.3 ms for a context item: a contract's
+    context holds thousands); here every object or list of scalars alone, the bulk of a payload,
+    is written by the C encoder, its separators carrying the indentation."""
+    out: list[str] = []
+    _write_json(value, 0, sort_keys, out)
+    return "".join(out)
+
+
+@cache
+def _flat_encoder(depth: int, sort_keys: bool) -> json.JSONEncoder:
+    """The C encoder writing a flat object or list at `depth` as `indent=1` would."""
+    inner = "\n" + " " * (depth + 1)
+    return json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys, separators=("," + inner, ": "))
+
+
+def _write_json(value: Any, depth: int, sort_keys: bool, out: list[str]) -> None:
+    if not isinstance(value, dict | list | tuple) or not value:
+        out.append(json.dumps(value, ensure_ascii=False, sort_keys=sort_keys))
+        return
+    is_dict = isinstance(value, dict)
+    if is_dict and not all(isinstance(key, str) for key in value):  # json's own key rules
+        text = json.dumps(value, ensure_ascii=False, indent=1, sort_keys=sort_keys)
+        out.append(text.replace("\n", "\n" + " " * depth))
+        return
+    inner, outer = "\n" + " " * (depth + 1), "\n" + " " * depth
+    if all(isinstance(v, _SCALARS) for v in (value.values() if is_dict else value)):
+        body = _flat_encoder(depth, sort_keys).encode(value)
+        out += [body[0], inner, body[1:-1], outer, body[-1]]
+        return
+    if is_dict:
+        out.append("{")
+        for i, key in enumerate(sorted(value) if sort_keys else value):
+            out += ["," if i else "", inner, json.dumps(key, ensure_ascii=False), ": "]
+            _write_json(value[key], depth + 1, sort_keys, out)
+        out += [outer, "}"]
+        return
+    out.append("[")
+    for i, item in enumerate(value):
+        out += ["," if i else "", inner]
+        _write_json(item, depth + 1, sort_keys, out)
+    out += [outer, "]"]
+
+
 @dataclass(frozen=True)
 class Task(Generic[OutputT]):
     """A versioned prompt, the schema its answer must fit, and its offline rule-based handler.
@@ -65,7 +114,7 @@ class Task(Generic[OutputT]):
 
     def messages(self, payload: dict[str, Any]) -> list[dict[str, str]]:
         """The user message ends with the payload as a JSON block, the model's only input."""
-        body = json.dumps(payload, ensure_ascii=False, indent=1, sort_keys=True)
+        body = payload_json(payload, sort_keys=True)
         return [
             {"role": "system", "content": self.system.strip()},
             {"role": "user", "content": f"{self.user.strip()}\n\n{INPUT_FENCE}\n{body}\n```"},

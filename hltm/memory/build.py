@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hltm.embeddings import CachedEmbedder
+from hltm.embeddings import SHORT_TEXT_MODEL, CachedEmbedder, remember_short_texts, short_key
 from hltm.llm import LLM
 from hltm.llm.calls import Backend
 from hltm.memory import tasks
@@ -65,6 +65,7 @@ from hltm.memory.tree import (
     close_over_ancestors,
     plan_changes,
 )
+from hltm.settings import OFFLINE_BACKEND
 from hltm.warehouse import connect, store_exists
 
 
@@ -273,19 +274,39 @@ class MemoryBuilder:
         if failed:
             raise failed[0]
 
+    @property
+    def embeds_statements(self) -> bool:
+        """Whether a built node's statements are embedded too: for the offline answer, which
+        compares each with the question, when the build's model is the one it compares with
+        (the bundled e5), so no answer embeds them again."""
+        return (
+            self.llm.backend_name == OFFLINE_BACKEND
+            and self.embedder.model_name == SHORT_TEXT_MODEL
+        )
+
     def embed_built(self, outcomes: list[Outcome]) -> list[tuple[MemoryNode, np.ndarray]]:
-        """The search items' vectors of the nodes that were built (one embedding call)."""
+        """The search items' vectors of the nodes that were built (one embedding call); their
+        statements' vectors go to the embedding cache only (`embeds_statements`)."""
         done = [o for o in outcomes if o.node is not None]
         texts_per_node = [[t for _, _, t, _ in o.node.search_items()] for o in done]  # type: ignore[union-attr]
+        said_per_node = [
+            [short_key(s) for s in o.node.statements()] if self.embeds_statements else []  # type: ignore[union-attr]
+            for o in done
+        ]
         started = time.perf_counter()
         vectors, embedded = self._embed([t for texts in texts_per_node for t in texts])
+        said = list(dict.fromkeys(key for keys in said_per_node for key in keys))
+        if said:
+            said_vectors, said_embedded = self._embed(said)
+            remember_short_texts(said, list(said_vectors))
+            embedded |= said_embedded
         share = (time.perf_counter() - started) / max(1, len(done))
         entries: list[tuple[MemoryNode, np.ndarray]] = []
         offset = 0
-        for outcome, texts in zip(done, texts_per_node, strict=True):
+        for outcome, texts, keys in zip(done, texts_per_node, said_per_node, strict=True):
             # Each text the model really embedded is charged to the first node that needed it.
             outcome.report.embedding_calls = sum(
-                1 for t in dict.fromkeys(texts) if embedded.pop(t, 0)
+                1 for t in dict.fromkeys([*texts, *keys]) if embedded.pop(t, 0)
             )
             outcome.report.seconds += share
             entries.append((outcome.node, vectors[offset : offset + len(texts)]))  # type: ignore[arg-type]

@@ -293,6 +293,21 @@ def sentences(text: str) -> list[tuple[str, int]]:
     return out
 
 
+QUOTE_TAG = re.compile(r"^\[[^\]]+\]\s*")  # "[doc-1] ": whose sentence a summary quotes next
+STATEMENT_WORDS = 3  # the fewest words of a sentence an answer may rest on
+
+
+def statements(text: str) -> list[str]:
+    """The sentences of `text` an answer may rest on: a quote's `[id]` tag left out, and at
+    least `STATEMENT_WORDS` words long."""
+    out = []
+    for sentence, _ in sentences(text):
+        sentence = QUOTE_TAG.sub("", sentence)
+        if len(sentence.split()) >= STATEMENT_WORDS:
+            out.append(sentence)
+    return out
+
+
 def sentence_at(text: str, offset: int, limit: int = 200) -> str:
     """The sentence (or line) of `text` containing `offset`, cut to `limit` characters."""
     start = max(

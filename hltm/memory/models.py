@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hltm.memory import lexicon as lx
+
 Level = Literal["project", "seat", "contract"]
 LEVELS: tuple[Level, ...] = ("project", "seat", "contract")
 CHILD_LEVEL: dict[str, str] = {"seat": "project", "contract": "seat"}
@@ -178,6 +180,12 @@ class MemoryNode:
             "summary_long": self.summary_long,
             "summary_short": self.summary_short,
         }
+
+    def statements(self) -> list[str]:
+        """The sentences of its prepared answers and summary an answer may quote, each once:
+        what the offline answer compares with a question (`lexicon.statements`)."""
+        texts = [q.answer for q in self.qa] + [self.summary_long or self.summary_short]
+        return list(dict.fromkeys(s for text in texts for s in lx.statements(text)))
 
     def search_items(self) -> list[tuple[str, int, str, str]]:
         """(kind, index, text, field) of every string that goes into the vector index."""

@@ -11,6 +11,7 @@ Deterministic: every ranking breaks ties on position.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -45,13 +46,15 @@ _STOP = frozenset(
 _TOKEN = re.compile(r"[A-Za-zА-Яа-яЁё][\w'’+#-]*|\d{4}")
 
 
+_CLITIC = re.compile(r"['’](?:s|m|ve|re|ll|d)$")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # words recur: every query and build reads the same ones
 def _word(raw: str) -> str:
     """A token casefolded, without its possessive or contraction (`Caroline's` → caroline,
     `I'm` → im, `thinkin'` → thinkin)."""
     word = raw.casefold().strip("'’-")
-    word = re.sub(
-        r"['’](?:s|m|ve|re|ll|d)$", lambda m: "" if m.group(0)[1:] == "s" else m.group(0)[1:], word
-    )
+    word = _CLITIC.sub(lambda m: "" if m.group(0)[1:] == "s" else m.group(0)[1:], word)
     return word.replace("'", "").replace("’", "").replace("n't", "nt")
 
 

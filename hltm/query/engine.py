@@ -39,12 +39,14 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hltm.embeddings import CachedEmbedder, make_embedder
+from hltm.embeddings import SHORT_MEMO_LIMIT, CachedEmbedder, make_embedder, recall_short_texts
 from hltm.llm import LLM, LLMError, LLMUsage, make_llm
+from hltm.memory import lexicon as lx
 from hltm.query import tasks
 from hltm.query.boundary import ScopedMemory
 from hltm.query.chroma_subtree import Collections
@@ -68,9 +70,9 @@ from hltm.query.scope import (
     resolve_scope,
     scope_from_paths,
 )
-from hltm.query.snapshot import TreeIndex, TreeSnapshot
+from hltm.query.snapshot import NodeRow, TreeIndex, TreeSnapshot
 from hltm.query.subtree_vectors import SubtreeVectors
-from hltm.settings import Settings
+from hltm.settings import OFFLINE_BACKEND, Settings
 from hltm.vectors import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -233,6 +235,7 @@ def validate_citations(
     them holds (`documents`: document id → context nodes), which counts for those nodes, or
     one context node with more text run into its id (`near_miss`)."""
     out = Citations()
+    kept: set[str] = set()
     for cited_id in cited:
         nodes = [cited_id] if cited_id in context_ids else (documents or {}).get(cited_id, [])
         if not nodes:
@@ -243,7 +246,10 @@ def validate_citations(
             continue
         if cited_id not in context_ids:
             out.mapped[cited_id] = nodes
-        out.kept += [n for n in nodes if n not in out.kept]
+        for node_id in nodes:
+            if node_id not in kept:
+                kept.add(node_id)
+                out.kept.append(node_id)
     return out
 
 
@@ -251,11 +257,12 @@ def context_documents(nodes: dict[str, Any], context_ids: list[str]) -> dict[str
     """document id → the most specific context nodes whose stored memory cites it (a project's
     document is also in its seat's facets; citing it means the project)."""
     by_level: dict[str, dict[str, list[str]]] = {}
+    in_context = set(context_ids)
     for node_id in context_ids:
         node = nodes[node_id]
         held = {s for f in node.facets for s in f.get("sources", ())}
         held |= {q["source"] for q in node.qa if q.get("source")}
-        for doc in held - set(context_ids):
+        for doc in held - in_context:
             level = by_level.setdefault(doc, {})
             level.setdefault(node.level, []).append(node_id)
     order = ("project", "seat", "contract")
@@ -274,12 +281,7 @@ def incomplete_memory(node_ids: list[str]) -> str:
 
 
 def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
-    ids: list[str] = []
-    for items in context.values():
-        for item in items:
-            if item["node_id"] not in ids:
-                ids.append(item["node_id"])
-    return ids
+    return list(dict.fromkeys(item["node_id"] for items in context.values() for item in items))
 
 
 class QueryEngine:
@@ -323,12 +325,33 @@ class QueryEngine:
         probe = self.embed(["query warm-up"])
         encoding()
         self.tree.prefetch(self.db_wait_s)
-        rows = self.tree.snapshot(self.db_wait_s).rows.values()
+        rows = list(self.tree.snapshot(self.db_wait_s).rows.values())
+        self._recall_statements(self._stored_texts(rows), self.db_wait_s)
         contracts = sorted({row.contract_id for row in rows})
         self.collections.load(contracts, probe[0])
         for contract_id in contracts:
             scope = Scope(Identity("contract", contract_id), contract_id)
             self._memory(scope).prefetch_vectors(probe.shape[1])
+
+    def _recall_statements(self, texts: Iterable[str], wait_s: float | None) -> None:
+        """The offline answer compares the statements of its context's answers and summaries
+        with the question: their vectors, embedded by the memory build, are put in the memo
+        it reads (`hltm.embeddings.recall_short_texts`), so it embeds none of them again."""
+        if self.llm.backend_name == OFFLINE_BACKEND:
+            said = list(dict.fromkeys(s for text in texts for s in lx.statements(text)))
+            recall_short_texts(self.settings.derived_db, said, wait_s)
+
+    def _stored_texts(self, rows: list[NodeRow]) -> Iterator[str]:
+        """These nodes' answers and summaries, read a thousand nodes at a time, until there are
+        enough to fill half the statement memo (an answer holds a few statements)."""
+        given = 0
+        for start in range(0, len(rows), 1000):
+            if given >= SHORT_MEMO_LIMIT // 8:
+                return
+            for view in self.tree.contents(rows[start : start + 1000], self.db_wait_s).values():
+                texts = [q["answer"] for q in view.qa] + [view.summary_long or view.summary_short]
+                given += len(texts)
+                yield from texts
 
     def _memory(
         self,
@@ -511,6 +534,8 @@ class QueryEngine:
             return
 
         t0 = time.perf_counter()
+        texts = [q["answer"] for q in context["qa"]] + [s["summary"] for s in context["summaries"]]
+        self._recall_statements(texts, wait_s=0)  # a busy file is not waited for
         payload = {
             "question": question,
             "intent": result.intent,
@@ -525,8 +550,14 @@ class QueryEngine:
             choices={"citation": result.context_ids},
         )
         cost.answer_ms = (time.perf_counter() - t0) * 1000
-        documents = context_documents(retrieved.nodes, result.context_ids)
-        cited = validate_citations(list(answer.citation), set(result.context_ids), documents)
+        in_context = set(result.context_ids)
+        # Which context node holds a cited document is asked only when a citation is no node's.
+        documents = (
+            context_documents(retrieved.nodes, result.context_ids)
+            if not in_context.issuperset(answer.citation)
+            else {}
+        )
+        cited = validate_citations(list(answer.citation), in_context, documents)
         result.answer = answer.answer
         result.rationale = answer.rationale
         result.dropped_citations = cited.dropped

@@ -21,6 +21,7 @@ Anything left over is `ungrounded`; the engine then flags the answer `unsupporte
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -43,9 +44,10 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
-def place_names(text: str) -> set[str]:
+@functools.lru_cache(maxsize=512)  # a question asked again cites the same text
+def place_names(text: str) -> frozenset[str]:
     """The places of the shared gazetteer `text` names, by their canonical name."""
-    return {name for name, _ in lx.find_terms(lx.LOCATIONS, text)}
+    return frozenset(name for name, _ in lx.find_terms(lx.LOCATIONS, text))
 
 
 def item_text(item: dict[str, Any]) -> str:
@@ -65,10 +67,14 @@ def _field_values(items: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
         if "field" in item:
             out.setdefault(item["field"], set()).add(str(item.get("value", "")))
         elif item.get("question") and item.get("answer"):
-            for field, cue in CUES.items():
-                if cue.search(item["question"]):
-                    out.setdefault(field, set()).add(str(item["answer"]))
+            for field in _fields_named(item["question"]):
+                out.setdefault(field, set()).add(str(item["answer"]))
     return out
+
+
+@functools.lru_cache(maxsize=8192)  # the prepared questions of the cited nodes recur
+def _fields_named(question: str) -> tuple[str, ...]:
+    return tuple(field for field, cue in CUES.items() if cue.search(question))
 
 
 def _states(answer: str, value: str) -> bool:
@@ -80,12 +86,30 @@ def _states(answer: str, value: str) -> bool:
     return bool(wanted) and wanted <= _numbers(answer)
 
 
-def _has_word(text: str, folded: str, word: str) -> bool:
-    """`word` as a whole word of `text`, in any case (`folded`: `text` case-folded, so a word
-    the text lacks, the usual case, costs no regex)."""
-    if word.casefold() not in folded:
-        return False
-    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE) is not None
+# Characters outside ASCII that case-insensitive matching equates with an ASCII letter.
+_ASCII_LOOKALIKES = frozenset("\u017f\u0130\u0131\u212a")
+_WORD = re.compile(r"\w+")
+
+
+class _Words:
+    """A text searched for whole words in any case: its case-folded form, so a word it lacks
+    (the usual case) costs no regex, and its words, collected on the first lookup, so a long
+    cited text is scanned once for an answer's many names, not once per name."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.folded = text, text.casefold()
+        self._lowered: set[str] | None = None
+
+    def has(self, word: str) -> bool:
+        if word.casefold() not in self.folded:
+            return False
+        if word.isascii() and _WORD.fullmatch(word):
+            if self._lowered is None:
+                plain = _ASCII_LOOKALIKES.isdisjoint(self.text)
+                self._lowered = {w.lower() for w in _WORD.findall(self.text)} if plain else set()
+            if self._lowered:
+                return word.lower() in self._lowered
+        return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", self.text, re.IGNORECASE) is not None
 
 
 def ungrounded(
@@ -109,14 +133,12 @@ def ungrounded(
     places = place_names(answer)
     if places:
         out += sorted(places - place_names(cited) - place_names(question))
-    cited_folded, question_folded = cited.casefold(), question.casefold()
+    in_cited, in_question = _Words(cited), _Words(question)
     for match in _NAME.finditer(answer):
         name = match.group(0)
         if not terms(name) or name.casefold() in _CALENDAR or name in out:
             continue
-        if not _has_word(cited, cited_folded, name) and not _has_word(
-            question, question_folded, name
-        ):
+        if not in_cited.has(name) and not in_question.has(name):
             out.append(name)
     values = _field_values(cited_items)
     for field in asked_fields:

@@ -33,7 +33,7 @@ one-per-node summaries in a large contract, typically) is re-asked with a kind f
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import threading
 import time
@@ -45,6 +45,7 @@ import bm25s
 import numpy as np
 
 from hltm.embeddings import CachedEmbedder
+from hltm.llm.registry import payload_json
 from hltm.memory.salience import terms
 from hltm.query.boundary import Hit, NodeView, ScopedMemory
 from hltm.tokens import count_tokens
@@ -195,6 +196,23 @@ def _item_text(node: NodeView, hit: Hit) -> str | None:
     return node.summary_short
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _item_terms(text: str) -> tuple[str, ...]:
+    """An item's terms as BM25 reads them, split once per text (items recur across questions)."""
+    return tuple(terms(text)) or ("",)
+
+
+@functools.lru_cache(maxsize=4096)  # a question asked again of the same scope has the same pool
+def _lexical_ranks(wanted: tuple[str, ...], texts: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """(BM25 rank, item) of the items that share a term with the question, best first, BM25's
+    term statistics taken over these items alone."""
+    index = bm25s.BM25()
+    index.index([list(_item_terms(text)) for text in texts], show_progress=False)
+    order, scores = index.retrieve([list(wanted)], k=len(texts), show_progress=False)
+    ranked = enumerate(zip(order[0], scores[0], strict=True))
+    return tuple((rank, int(i)) for rank, (i, score) in ranked if score > 0)
+
+
 def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) -> list[Hit]:
     """The question's pool of items of every kind (the collapsed tree), re-scored by
     reciprocal-rank fusion of their cosine rank and their BM25 rank among the pool, best first:
@@ -207,14 +225,10 @@ def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) ->
     if not texts:
         return []
     fused = [1.0 / (RRF_K + rank) for rank in range(len(texts))]
-    wanted = terms(question)
+    wanted = tuple(terms(question))
     if wanted:
-        index = bm25s.BM25()
-        index.index([terms(text) or [""] for _, text in texts], show_progress=False)
-        order, scores = index.retrieve([wanted], k=len(texts), show_progress=False)
-        for rank, (i, score) in enumerate(zip(order[0], scores[0], strict=True)):
-            if score > 0:
-                fused[int(i)] += 1.0 / (RRF_K + rank)
+        for rank, i in _lexical_ranks(wanted, tuple(text for _, text in texts)):
+            fused[i] += 1.0 / (RRF_K + rank)
     ranked = sorted(range(len(texts)), key=lambda i: (-fused[i], i))
     return [replace(texts[i][0], score=fused[i]) for i in ranked]
 
@@ -287,24 +301,40 @@ def covering(memory: ScopedMemory, fields: list[str], limit: int) -> list[Ranked
     nothing is missed): every project that states one of them. A scope of more than `limit`
     projects is answered instead by the shallowest node of each path that states them (a seat
     stating it speaks for its projects, a seat that does not is answered by its projects); the
-    root answers only when nothing below it states the fields (a project's own scope)."""
-    nodes = memory.nodes(memory.node_ids())
-    states = {node_id: stating(node, fields) for node_id, node in nodes.items()}
-    states = {node_id: idx for node_id, idx in states.items() if idx}
-    projects = sum(node.level == "project" for node in nodes.values())
-    if projects <= limit:
-        listed = sorted(n for n in states if nodes[n].level == "project")
-        if listed:
-            return [Ranked(n, "project", 1.0, states[n]) for n in listed]
-    below = [n for n in states if n != memory.scope.root_node_id] or list(states)
-    paths = {_path(nodes[n]) for n in below}
+    root answers only when nothing below it states the fields (a project's own scope).
+
+    Only the nodes that can answer are read: the projects of a scope within `limit`, else the
+    seats first and only the projects of a seat that states none of the fields (a contract of
+    10k projects reads its thousand seats, not its eleven thousand nodes)."""
+    rows = memory.permitted.rows
+    root = memory.scope.root_node_id
+    projects = [r.node_id for r in rows if r.level == "project"]
+    states: dict[str, list[int]] = {}
+    levels: dict[str, str] = {}
+
+    def read(node_ids: list[str]) -> None:
+        for node_id, node in memory.nodes(node_ids).items():
+            levels[node_id] = node.level
+            found = stating(node, fields)
+            if found:
+                states[node_id] = found
+
+    if len(projects) <= limit:
+        read(projects)
+        if states:
+            return [Ranked(n, "project", 1.0, states[n]) for n in sorted(states)]
+    read([r.node_id for r in rows if r.level != "project"])
+    by_id = memory.permitted.by_id
+    # A seat below the root that states a field speaks for its projects, which are not read.
+    speaking = {by_id[n].seat_id for n in states if n != root and by_id[n].level == "seat"}
+    if len(projects) > limit:
+        read([r.node_id for r in rows if r.level == "project" and r.seat_id not in speaking])
+    below = [n for n in states if n != root] or list(states)
     chosen = [
-        n
-        for n in below
-        if not any(_path(nodes[n])[:d] in paths for d in range(len(_path(nodes[n]))))
+        n for n in below if not (by_id[n].level == "project" and by_id[n].seat_id in speaking)
     ]
-    chosen.sort(key=lambda n: (len(_path(nodes[n])), n))
-    return [Ranked(n, nodes[n].level, 1.0, states[n]) for n in chosen]
+    chosen.sort(key=lambda n: (len(_path(by_id[n])), n))
+    return [Ranked(n, levels[n], 1.0, states[n]) for n in chosen]
 
 
 def retrieve(
@@ -421,23 +451,31 @@ def within_budget(
     kept whole and paid for first."""
 
     def tokens(item: dict) -> int:
-        return count_tokens(json.dumps(item, ensure_ascii=False, indent=1))
+        return count_tokens(payload_json(item))
 
     def reserved(kind: str, item: dict) -> bool:
         return kind == "facets" and item["node_id"] in listed
 
-    spent = sum(tokens(i) for kind, items in context.items() for i in items if reserved(kind, i))
-    cost: dict[str, int] = defaultdict(int)
+    # Items are counted only while the count can still decide something: once the listing
+    # alone is over the budget no other node is added, so the rest of it is not counted (a
+    # contract's listing holds thousands of items).
+    spent = 0
+    by_node: dict[str, list[dict]] = defaultdict(list)
     for kind, items in context.items():
         for item in items:
             if not reserved(kind, item):
-                cost[item["node_id"]] += tokens(item)
+                by_node[item["node_id"]].append(item)
+            elif spent <= budget:
+                spent += tokens(item)
     kept: set[str] = set()
-    for node_id in sorted(cost, key=lambda n: (-fused.get(n, 0.0), n)):
-        if (kept or listed) and spent + cost[node_id] > budget:
+    for node_id in sorted(by_node, key=lambda n: (-fused.get(n, 0.0), n)):
+        if (kept or listed) and spent > budget:
+            break
+        cost = sum(tokens(item) for item in by_node[node_id])
+        if (kept or listed) and spent + cost > budget:
             break
         kept.add(node_id)
-        spent += cost[node_id]
+        spent += cost
     return {
         kind: [i for i in items if i["node_id"] in kept or reserved(kind, i)]
         for kind, items in context.items()
@@ -449,11 +487,13 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
     context budget by fused rank."""
     fields = {p["field"] for p in retrieved.pairs if p.get("field")}
     unvalued = open_fields(retrieved.pairs)
+    listed = frozenset(retrieved.listed)
     facets: list[dict[str, Any]] = []
     for ranked in retrieved.facet:
         node = retrieved.nodes[ranked.node_id]
         if fields:
-            open_ = set(stating(node, unvalued))
+            # a listed node's items are its facets stating the open fields (`covering`)
+            open_ = set(ranked.items if node.node_id in listed else stating(node, unvalued))
             chosen = [
                 f
                 for i, f in enumerate(node.facets)
@@ -504,5 +544,4 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
             }
         )
     context = {"facets": facets, "qa": qa, "summaries": summaries}
-    listed = frozenset(retrieved.listed)
     return within_budget(context, retrieved.fused, config.context_tokens, listed)

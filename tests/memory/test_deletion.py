@@ -12,6 +12,8 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
+from hltm.embeddings import short_key, text_hash
+from hltm.memory.store import read_nodes
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.settings import Settings
@@ -134,6 +136,8 @@ def test_a_deleted_project_is_never_answered_once_the_delete_returns(
     assert f"project:{pid}" in before.citations and CANARY in json.dumps(before.context)
     built = read_built_nodes(memory_world)
     assert {f"project:{pid}", f"seat:{seat}"} <= _rows_mentioning(memory_world, pid)
+    said = _statements_with(memory_world, f"project:{pid}", CANARY)
+    assert said and all(_cached(memory_world, said))  # embedded by the build, for the answer
 
     deleted = CliRunner().invoke(main, ["delete", "project", pid])
     assert deleted.exit_code == 0, deleted.output
@@ -145,11 +149,25 @@ def test_a_deleted_project_is_never_answered_once_the_delete_returns(
         assert CANARY not in shown and f"project:{pid}" not in shown, who
     assert f"seat:{seat}" in deleted.output and "rebuilt the memory" in deleted.output
     assert _rows_mentioning(memory_world, pid) == set()
+    assert not any(_cached(memory_world, said))
     after = read_built_nodes(memory_world)
     for node in (f"seat:{seat}", f"contract:{contract}"):  # rebuilt, not merely dropped
         assert node in after and after[node] != built[node]
     _, runs = harness.tick_and_run()
     assert not runs  # nothing left for the sensor
+
+
+def _statements_with(settings: Settings, node_id: str, needle: str) -> list[str]:
+    with connect(settings.derived_db) as con:
+        node = read_nodes(con, [node_id])[node_id]
+    return [s for s in node.statements() if needle in s]
+
+
+def _cached(settings: Settings, statements: list[str]) -> list[bool]:
+    """Whether the embedding cache holds each statement's vector (as the build stores it)."""
+    with connect(settings.derived_db) as con:
+        hashes = {h for (h,) in con.execute("SELECT text_hash FROM embedding_cache").fetchall()}
+    return [text_hash(short_key(s)) in hashes for s in statements]
 
 
 def read_built_nodes(settings: Settings) -> dict[str, str]:

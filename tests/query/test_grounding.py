@@ -57,6 +57,28 @@ def test_values_an_answer_states_must_be_in_what_it_cites() -> None:
     assert ungrounded("2019", "When did they go?", dated) == ["2019"]
 
 
+def test_a_long_cited_text_is_scanned_once_for_all_the_names_an_answer_states(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hltm.query import grounding
+
+    names = [f"Name{i}" for i in range(60)]
+    cited = [
+        _item(f"project:p{i}", field="title", value=f"{name} lead") for i, name in enumerate(names)
+    ]
+    searched: list[str] = []
+    search = grounding.re.search
+
+    def counted(pattern: str, text: str, *args: object) -> object:
+        searched.append(pattern)
+        return search(pattern, text, *args)
+
+    monkeypatch.setattr(grounding.re, "search", counted)
+    answer = "We hire " + ", ".join(names[:50]) + " and Someone-Else'S."
+    assert ungrounded(answer, "Which roles?", cited) == ["Someone-Else'S"]
+    assert len(searched) <= 1, searched  # a name with an apostrophe may still need the pattern
+
+
 def test_a_node_id_run_into_a_document_suffix_counts_for_that_node_only_when_unambiguous() -> None:
     context = {"project:c01-s01-p001", "project:c01-s01-p0012", "seat:c01-s01"}
     cited = validate_citations(["project:c01-s01-p001-notes"], context)

@@ -5,12 +5,14 @@ nothing outside the scope is read or cited."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from hltm.evaluation.memory.baselines import RawCorpus
 from hltm.query.boundary import ScopedMemory
 from hltm.query.engine import QueryEngine
+from hltm.query.retrieve import covering, stating
 from hltm.query.scope import Identity, resolve_scope
-from hltm.query.snapshot import NODE_COLUMNS, node_view
+from hltm.query.snapshot import NODE_COLUMNS, NodeView, node_view
 from hltm.warehouse import connect
 from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
@@ -70,3 +72,35 @@ def test_a_seat_asking_which_roles_hears_only_its_own_projects(
         through_sql = ScopedMemory(resolve_scope(con, identity), con, None).node_ids()
     assert through_sql == engine._memory(engine.scope_for(identity)).node_ids()
     assert through_sql and all(corpus.node_in_scope(identity, n) for n in through_sql)
+
+
+def test_a_scope_over_the_listing_limit_is_listed_by_its_seats_without_reading_their_projects(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+) -> None:
+    memory = engine._memory(engine.scope_for(Identity("contract", built_world.contracts()[0])))
+    every = memory.nodes(memory.node_ids())
+    read: list[str] = []
+    fetch = memory.nodes
+
+    def counted(node_ids: Iterable[str]) -> dict[str, NodeView]:
+        read.extend(node_ids := list(node_ids))
+        return fetch(node_ids)
+
+    memory.nodes = counted  # type: ignore[method-assign]
+    listed = covering(memory, ["title"], limit=1)
+    # By definition: the shallowest stating node of each path below the contract.
+    states = {n: stating(node, ["title"]) for n, node in every.items() if stating(node, ["title"])}
+    speaking = {every[n].seat_id for n in states if every[n].level == "seat"}
+    expected = [
+        n
+        for n in states
+        if every[n].level != "contract"
+        and not (every[n].level == "project" and every[n].seat_id in speaking)
+    ]
+    assert speaking and [r.node_id for r in listed] == sorted(
+        expected, key=lambda n: (every[n].level != "seat", n)
+    )
+    assert [r.items for r in listed] == [states[r.node_id] for r in listed]
+    # The projects of a seat that states the field are never read.
+    assert not [n for n in read if every[n].level == "project" and every[n].seat_id in speaking]

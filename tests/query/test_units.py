@@ -339,3 +339,29 @@ def test_the_context_keeps_whole_nodes_by_fused_rank_within_its_token_budget():
     assert kept(3 * one + small) == ["n1", "n2", "n1", "n3"]
     assert kept(2 * one + small) == ["n1", "n1"]  # n3 would fit, but the cut is by rank
     assert kept(1) == ["n1", "n1"]  # the best node always stays
+
+
+def test_a_listing_over_the_budget_is_kept_whole_and_counted_only_as_far_as_it_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hltm.query import retrieve
+    from hltm.tokens import count_tokens
+
+    counted: list[str] = []
+
+    def counting(text: str) -> int:
+        counted.append(text)
+        return count_tokens(text)
+
+    monkeypatch.setattr(retrieve, "count_tokens", counting)
+    listing = [
+        {"node_id": f"seat:s{i:03d}", "level": "seat", "label": f"Seat {i}", "field": "title",
+         "value": f"Role {i}", "support": 2}
+        for i in range(200)
+    ]  # fmt: skip
+    other = {"node_id": "project:p1", "question": "Q?", "answer": "A.", "score": 0.9}
+    context = {"facets": listing, "qa": [other], "summaries": []}
+    listed = frozenset(i["node_id"] for i in listing)
+    cut = retrieve.within_budget(context, {"project:p1": 1.0}, 300, listed)
+    assert cut == {"facets": listing, "qa": [], "summaries": []}  # the listing is the answer
+    assert 0 < len(counted) < 40, len(counted)  # not its 200 items

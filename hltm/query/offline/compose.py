@@ -121,13 +121,9 @@ def _label(payload: Payload, node_id: str) -> str:
 
 
 def _context_ids(payload: Payload) -> list[str]:
-    ids: list[str] = []
-    for kind in ("facets", "qa", "summaries", "passages"):
-        for item in payload.get(kind, []):
-            nid = item.get("node_id")
-            if nid and nid not in ids:
-                ids.append(nid)
-    return ids
+    kinds = ("facets", "qa", "summaries", "passages")
+    found = (item.get("node_id") for kind in kinds for item in payload.get(kind, []))
+    return list(dict.fromkeys(nid for nid in found if nid))
 
 
 # ---- preferences -------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from hltm.query.grounding import item_text, place_names
 Payload = dict[str, Any]
 
 _LABEL = re.compile(r"^\s*([^:\n]{1,40}):\s*")
-_TAG = re.compile(r"^\[[^\]]+\]\s*")
+_TAG = lx.QUOTE_TAG
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _FIRST = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|our|ours|us"
@@ -108,7 +108,7 @@ def spans(payload: Payload, people: Iterable[str] = ()) -> list[Span]:
             label = _LABEL.match(sentence)
             if label and label.group(1).strip().casefold() in known:
                 speaker = label.group(1).strip()
-            if len(sentence.split()) >= 3:
+            if len(sentence.split()) >= lx.STATEMENT_WORDS:
                 out.append(Span(sentence, node_id, score, len(out), speaker))
     return out
 
@@ -161,7 +161,7 @@ class Subject:
     """What a question names: people of the context, places, and project-naming words."""
 
     people: set[str] = field(default_factory=set)
-    places: set[str] = field(default_factory=set)
+    places: frozenset[str] = field(default_factory=frozenset)
     speakers: list[str] = field(default_factory=list)  # every person of the context
     nodes: set[str] = field(default_factory=set)  # projects whose titles the question names
     words: list[str] = field(default_factory=list)  # the words that name them
