@@ -35,14 +35,6 @@ def corpus(built_world: BuiltWorld) -> RawCorpus:  # noqa: F811
     return RawCorpus.load(built_world.settings.sources_db)
 
 
-def _identities(world: BuiltWorld) -> list[Identity]:
-    return (
-        [Identity("contract", c) for c in world.contracts()]
-        + [Identity("seat", s) for s in world.seats()]
-        + [Identity("project", p) for p in world.projects()]
-    )
-
-
 def _entities(result: Any) -> set[str]:
     ids = set(result.citations) | set(result.context_ids)
     for group in result.retrieved.values():
@@ -55,7 +47,7 @@ def test_every_identity_reads_only_its_own_subtree(
     engine: QueryEngine,  # noqa: F811
     corpus: RawCorpus,
 ) -> None:
-    for identity in _identities(built_world):
+    for identity in built_world.identities():
         for question in QUESTIONS[:2] if identity.level == "project" else QUESTIONS:
             result = engine.ask(identity, question, log=False)
             seen = _entities(result)

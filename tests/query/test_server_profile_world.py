@@ -74,9 +74,7 @@ def test_every_identity_answers_as_embedded_and_nothing_leaks(
     on_server: Settings,
 ) -> None:
     corpus = RawCorpus.load(built_world.settings.sources_db)
-    identities = [Identity("contract", c) for c in built_world.contracts()]
-    identities += [Identity("seat", s) for s in built_world.seats()]
-    identities += [Identity("project", p) for p in built_world.projects()[:2]]
+    identities = built_world.identities(projects=2)
     embedded: dict[tuple[Identity, str], tuple[str, list[str]]] = {}
     with pytest.MonkeyPatch.context() as env:
         env.delenv(DATABASE_URL_ENV)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from hltm.query.scope import Identity
 from hltm.settings import E5_ONNX_BACKEND, Settings
 
 _BUILT: dict[str, BuiltWorld] = {}
@@ -36,6 +37,14 @@ class BuiltWorld:
 
     def project(self, pid: str) -> dict[str, Any]:
         return self.ground_truth["projects"][pid]
+
+    def identities(self, projects: int | None = None) -> list[Identity]:
+        """Every contract and seat of the world, and its first `projects` projects (all by default)."""
+        return (
+            [Identity("contract", c) for c in self.contracts()]
+            + [Identity("seat", s) for s in self.seats()]
+            + [Identity("project", p) for p in self.projects()[:projects]]
+        )
 
 
 def build_world(tmp_path_factory: pytest.TempPathFactory, world_files: Path) -> BuiltWorld:
