@@ -11,17 +11,22 @@ DuckDB's error classes, so a caller has one `except` for both.
 
 PostgreSQL readers never wait on writers (MVCC), so a connection is kept open per thread and
 store and reused: nothing is locked by holding it, and the ~25 ms a DuckDB file costs to open
-is not paid per request.
+is not paid per request. The run locks (`hltm.runlock`) are the database's advisory locks, each
+on a connection of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
+import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +357,66 @@ def _copy_rows(source: duckdb.DuckDBPyConnection, target: PostgresConnection, ta
                 copy.write_row(row)
             count += len(batch)
     return count
+
+
+# ---- run locks: session-level advisory locks ---------------------------------------------------
+
+_NAME_BYTES = 63  # PostgreSQL keeps this much of a connection's application_name
+
+
+def lock_key(name: str) -> int:
+    """A run lock's advisory key: 64 bits of its name's BLAKE2b digest, as a signed bigint."""
+    digest = hashlib.blake2b(f"hltm run lock: {name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextmanager
+def advisory_lock(
+    url: str, name: str, holder: str, waiting: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """Hold the database's lock `name` for the block, on a connection of its own: a session
+    lock, so PostgreSQL releases it when that connection ends, whether the block returns or
+    its process dies. When another session holds it, `waiting` is called, then this one waits.
+    The connection's application_name says who holds it (`lock_holder`)."""
+    key = lock_key(name)
+    who = f"{os.getpid()}@{socket.gethostname()} "
+    who += holder.encode()[: _NAME_BYTES - len(who.encode())].decode(errors="ignore")
+    # A server-wide idle_session_timeout would end the idle connection, and the lock with it.
+    raw = psycopg.connect(
+        url, autocommit=True, application_name=who, options="-c idle_session_timeout=0"
+    )
+    try:
+        if not _scalar(raw, "SELECT pg_try_advisory_lock(%s)", key):
+            if waiting is not None:
+                waiting()
+            raw.execute("SELECT pg_advisory_lock(%s)", [key])
+        # The holder's `query_start` is now: the moment it took the lock.
+        raw.execute("SELECT set_config('application_name', %s, false)", [who])
+        yield
+    finally:
+        raw.close()
+
+
+def lock_holder(url: str, name: str) -> tuple[str, int, str, datetime] | None:
+    """Who holds the lock `name` of the database: (holder, process id, host, since), or None
+    when no session does."""
+    key = lock_key(name) & 0xFFFF_FFFF_FFFF_FFFF
+    with psycopg.connect(url, autocommit=True) as raw:
+        row = raw.execute(
+            "SELECT a.application_name, a.query_start FROM pg_locks l"
+            " JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND l.classid::bigint = %s AND l.objid::bigint = %s",
+            [key >> 32, key & 0xFFFF_FFFF],
+        ).fetchone()
+    if row is None:
+        return None
+    first, _, holder = (row[0] or "").partition(" ")
+    pid, _, host = first.partition("@")
+    return holder, int(pid) if pid.isdigit() else 0, host or "an unknown host", row[1]
+
+
+def _scalar(raw: psycopg.Connection[Any], sql: str, *params: Any) -> Any:
+    row = raw.execute(sql, list(params)).fetchone()
+    return row[0] if row else None

@@ -10,6 +10,12 @@ leaves it held), whoever started it: the CLI, the daemon's run worker, a sensor'
 A second one waits for the first to finish, after saying once what it waits for (the holder
 writes who it is beside the lock); it then finds current what the first one built, and spends
 nothing on it.
+
+On the server profile (`HLTM_DATABASE_URL`) the builds of one deployment may run on several hosts,
+each with its own data dir, so the lock is the database's instead: a session-level advisory lock
+named by the work (`hltm.postgres.advisory_lock`), held on a connection of its own for the run.
+PostgreSQL releases it when that connection ends, so a killed run leaves nothing to clean up, and
+the connection's name says who holds it, on which host.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from datetime import datetime
 from pathlib import Path
 
 from filelock import FileLock, Timeout
+
+from hltm import postgres
+from hltm.errors import UNAVAILABLE, StoreError
+from hltm.settings import database_url, without_password
 
 MEMORY_REFRESH = "memory-refresh"
 JUDGE_RUN = "judge-run"
@@ -41,14 +51,25 @@ def run_lock(
     """Hold `work`'s lock for the block; if another process holds it, call `waiting` with what
     is running, then wait for it. `holder` says who this is (e.g. "run 1a2b3c4d
     (refresh_memory_tree)")."""
+
+    def told() -> None:
+        if waiting is not None:
+            waiting(running(data_dir, work) or _what(work))
+
+    url = database_url()
+    if url:
+        with contextlib.ExitStack() as held:
+            with _unreachable(url):
+                held.enter_context(postgres.advisory_lock(url, work, holder, told))
+            yield
+        return
     lock_path, holder_path = _paths(data_dir, work)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path)
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        if waiting is not None:
-            waiting(running(data_dir, work) or f"{_WHAT.get(work, work)} is running")
+        told()
         lock.acquire()
     try:
         since = datetime.now().astimezone().isoformat(timespec="seconds")
@@ -65,7 +86,17 @@ def run_lock(
 
 def running(data_dir: Path, work: str) -> str | None:
     """What holds `work`'s lock now ("a memory refresh is running: run 1a2b3c4d
-    (refresh_memory_tree), process 4242, since …"), or None when nothing does."""
+    (refresh_memory_tree), process 4242, since …"; on the server profile "…, process 4242 on
+    host build-2, since …"), or None when nothing does."""
+    url = database_url()
+    if url:
+        with _unreachable(url):
+            held = postgres.lock_holder(url, work)
+        if held is None:
+            return None
+        holder, pid, host, since = held
+        when = since.astimezone().isoformat(timespec="seconds") if since else "unknown"
+        return f"{_what(work)}: {holder}, process {pid} on host {host}, since {when}"
     lock_path, holder_path = _paths(data_dir, work)
     if not lock_path.exists():
         return None
@@ -77,9 +108,27 @@ def running(data_dir: Path, work: str) -> str | None:
     else:
         probe.release()
         return None
-    what = f"{_WHAT.get(work, work)} is running"
+    what = _what(work)
     try:
         info = json.loads(holder_path.read_text())
     except (OSError, ValueError):
         return what
     return f"{what}: {info['holder']}, process {info['pid']}, since {info['since']}"
+
+
+def _what(work: str) -> str:
+    return f"{_WHAT.get(work, work)} is running"
+
+
+@contextmanager
+def _unreachable(url: str) -> Iterator[None]:
+    """A database that cannot be reached for a run lock, as a `StoreError` saying so."""
+    try:
+        yield
+    except postgres.OPERATIONAL as err:
+        raise StoreError(
+            f"the run locks at {without_password(url)}",
+            f"PostgreSQL failed ({str(err).strip().splitlines()[0][:160]})",
+            "check that it is running and that HLTM_DATABASE_URL names it",
+            UNAVAILABLE,
+        ) from err

@@ -1,0 +1,85 @@
+"""On the server profile, one memory refresh and one judge run at a time per deployment, not per
+data dir: two build hosts share the database but each has its own data dir, so the run lock is
+the database's (a session-level advisory lock), and a killed holder leaves nothing held.
+
+Before, the lock was a file of the data dir alone: a second host's refresh of the same database
+found nothing running and built the same nodes again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hltm.errors import StoreError
+from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock, running
+from hltm.settings import Settings
+from tests.faults.test_one_run_at_a_time import _holder, _release, _wait_until
+
+pytestmark = pytest.mark.xdist_group("postgres")
+
+
+def test_a_second_host_is_refused_and_told_who_holds_it_where(
+    server_profile: Settings, tmp_path: Path
+) -> None:
+    """The holder runs in another process with its own data dir (another build host)."""
+    holder = _holder(tmp_path / "host-1", MEMORY_REFRESH, "run 1a2b3c4d (refresh_memory_tree)")
+    here = tmp_path / "host-2"
+    try:
+        what = running(here, MEMORY_REFRESH)
+        assert what is not None
+        assert what.startswith(
+            f"a memory refresh is running: run 1a2b3c4d (refresh_memory_tree), process"
+            f" {holder.pid} on host {socket.gethostname()}, since "
+        )
+        told: list[str] = []
+        entered = threading.Event()
+
+        def second() -> None:
+            with run_lock(here, MEMORY_REFRESH, "run 2", told.append):
+                entered.set()
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        _wait_until(lambda: told, "told what runs", timeout_s=10)
+        assert told == [what] and not entered.is_set()
+        assert running(here, JUDGE_RUN) is None  # another work's lock is another key
+    finally:
+        _release(holder)
+    thread.join(timeout=10)
+    assert entered.is_set() and running(here, MEMORY_REFRESH) is None
+    assert not (here / ".locks").exists() and not (tmp_path / "host-1" / ".locks").exists()
+
+
+def test_a_killed_holder_leaves_the_lock_free_at_once(
+    server_profile: Settings, tmp_path: Path
+) -> None:
+    holder = _holder(tmp_path / "host-1", JUDGE_RUN, "run 0badc0de (judge_refresh)")
+    assert running(tmp_path, JUDGE_RUN) is not None
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=10)
+    # PostgreSQL ends the session when its client's socket closes: no stale lock to clean up.
+    _wait_until(lambda: running(tmp_path, JUDGE_RUN) is None, "freed", timeout_s=2)
+    told: list[str] = []
+    began = time.monotonic()
+    with run_lock(tmp_path, JUDGE_RUN, "run 2", told.append):
+        assert not told
+    assert time.monotonic() - began < 2
+
+
+def test_an_unreachable_database_is_said_plainly(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once it is closed
+    monkeypatch.setenv("HLTM_DATABASE_URL", f"postgresql://hltm:secret@127.0.0.1:{port}/x")
+    lock = run_lock(tmp_path, MEMORY_REFRESH, "run 1")
+    with pytest.raises(StoreError, match="the run locks at .*PostgreSQL failed") as caught:
+        lock.__enter__()
+    assert "secret" not in str(caught.value)
