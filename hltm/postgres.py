@@ -392,8 +392,22 @@ def advisory_lock(
             raw.execute("SELECT pg_advisory_lock(%s)", [key])
         # The holder's `query_start` is now: the moment it took the lock.
         raw.execute("SELECT set_config('application_name', %s, false)", [who])
+    except BaseException:
+        raw.close()
+        raise
+    try:
         yield
     finally:
+        try:
+            raw.execute("SELECT 1")
+        except psycopg.Error:
+            log.warning(
+                "%s lost its lock %r during the run (its session was ended: a restart of the"
+                " database, or an administrator); another run of the same work may have run"
+                " beside it",
+                holder,
+                name,
+            )
         raw.close()
 
 

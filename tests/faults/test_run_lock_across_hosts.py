@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from hltm.errors import StoreError
@@ -83,3 +84,18 @@ def test_an_unreachable_database_is_said_plainly(
     with pytest.raises(StoreError, match="the run locks at .*PostgreSQL failed") as caught:
         lock.__enter__()
     assert "secret" not in str(caught.value)
+
+
+def test_a_run_that_lost_its_lock_says_so_when_it_ends(
+    server_profile: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restart of the database ends the lock's session: the run cannot be stopped by it, but
+    its end says that another run may have run beside it."""
+    with run_lock(tmp_path, MEMORY_REFRESH, "run 1a2b3c4d (refresh_memory_tree)"):
+        with psycopg.connect(server_profile.database_url or "", autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        _wait_until(lambda: running(tmp_path, MEMORY_REFRESH) is None, "ended", timeout_s=2)
+    assert "lost its lock" in caplog.text and "run 1a2b3c4d (refresh_memory_tree)" in caplog.text
