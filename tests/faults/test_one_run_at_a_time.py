@@ -94,23 +94,33 @@ def test_a_second_refresh_waits_for_the_first_and_builds_nothing_twice(
 
 def test_the_lock_is_held_across_processes_and_says_who_holds_it(tmp_path: Path) -> None:
     """A judge run in another process: this one is told what runs, and waits for it."""
-    holder = _holder(tmp_path, JUDGE_RUN, "run 0badc0de (judge_refresh)")
+    what, _ = second_is_told_and_waits(
+        tmp_path, tmp_path, JUDGE_RUN, "run 0badc0de (judge_refresh)"
+    )
+    assert what.startswith("a judge run is running: run 0badc0de (judge_refresh), process")
+
+
+def second_is_told_and_waits(holder_dir: Path, here: Path, work: str, who: str) -> tuple[str, int]:
+    """`who` holds `work` in another process, on the data dir `holder_dir`; a second one, here
+    on `here`, is told what runs and waits until it ends. What it was told, and the holder's
+    process id."""
+    holder = _holder(holder_dir, work, who)
+    told: list[str] = []
+    entered = threading.Event()
+
+    def second() -> None:
+        with run_lock(here, work, "run 2", told.append):
+            entered.set()
+
+    thread = threading.Thread(target=second)
     try:
-        what = running(tmp_path, JUDGE_RUN)
+        what = running(here, work)
         assert what is not None
-        assert what.startswith("a judge run is running: run 0badc0de (judge_refresh), process")
-        told: list[str] = []
-        entered = threading.Event()
-
-        def second() -> None:
-            with run_lock(tmp_path, JUDGE_RUN, "run 2", told.append):
-                entered.set()
-
-        thread = threading.Thread(target=second)
         thread.start()
-        _wait_until(lambda: told, "told what runs")
+        _wait_until(lambda: told, "told what runs", timeout_s=30)
         assert told == [what] and not entered.is_set()
     finally:
         _release(holder)
     thread.join(timeout=30)
-    assert entered.is_set() and running(tmp_path, JUDGE_RUN) is None
+    assert entered.is_set() and running(here, work) is None
+    return what, holder.pid

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from hltm.errors import StoreError
 from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock, running
 from hltm.settings import Settings
-from tests.faults.test_one_run_at_a_time import _holder, _release, _wait_until
+from tests.faults.test_one_run_at_a_time import _holder, _wait_until, second_is_told_and_waits
 
 pytestmark = pytest.mark.xdist_group("postgres")
 
@@ -29,31 +28,12 @@ def test_a_second_host_is_refused_and_told_who_holds_it_where(
     server_profile: Settings, tmp_path: Path
 ) -> None:
     """The holder runs in another process with its own data dir (another build host)."""
-    holder = _holder(tmp_path / "host-1", MEMORY_REFRESH, "run 1a2b3c4d (refresh_memory_tree)")
+    who = "run 1a2b3c4d (refresh_memory_tree)"
     here = tmp_path / "host-2"
-    try:
-        what = running(here, MEMORY_REFRESH)
-        assert what is not None
-        assert what.startswith(
-            f"a memory refresh is running: run 1a2b3c4d (refresh_memory_tree), process"
-            f" {holder.pid} on host {socket.gethostname()}, since "
-        )
-        told: list[str] = []
-        entered = threading.Event()
-
-        def second() -> None:
-            with run_lock(here, MEMORY_REFRESH, "run 2", told.append):
-                entered.set()
-
-        thread = threading.Thread(target=second)
-        thread.start()
-        _wait_until(lambda: told, "told what runs", timeout_s=10)
-        assert told == [what] and not entered.is_set()
-        assert running(here, JUDGE_RUN) is None  # another work's lock is another key
-    finally:
-        _release(holder)
-    thread.join(timeout=10)
-    assert entered.is_set() and running(here, MEMORY_REFRESH) is None
+    what, pid = second_is_told_and_waits(tmp_path / "host-1", here, MEMORY_REFRESH, who)
+    assert what.startswith(
+        f"a memory refresh is running: {who}, process {pid} on host {socket.gethostname()}, since "
+    )
     assert not (here / ".locks").exists() and not (tmp_path / "host-1" / ".locks").exists()
 
 
@@ -62,6 +42,7 @@ def test_a_killed_holder_leaves_the_lock_free_at_once(
 ) -> None:
     holder = _holder(tmp_path / "host-1", JUDGE_RUN, "run 0badc0de (judge_refresh)")
     assert running(tmp_path, JUDGE_RUN) is not None
+    assert running(tmp_path, MEMORY_REFRESH) is None  # another work's lock is another key
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(timeout=10)
     # PostgreSQL ends the session when its client's socket closes: no stale lock to clean up.
