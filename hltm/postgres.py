@@ -386,7 +386,8 @@ def advisory_lock(
         url, autocommit=True, application_name=who, options="-c idle_session_timeout=0"
     )
     try:
-        if not _scalar(raw, "SELECT pg_try_advisory_lock(%s)", key):
+        taken = raw.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
+        if taken != (True,):
             if waiting is not None:
                 waiting()
             raw.execute("SELECT pg_advisory_lock(%s)", [key])
@@ -411,9 +412,10 @@ def advisory_lock(
         raw.close()
 
 
-def lock_holder(url: str, name: str) -> tuple[str, int, str, datetime] | None:
+def lock_holder(url: str, name: str) -> tuple[str, int, str, datetime | None] | None:
     """Who holds the lock `name` of the database: (holder, process id, host, since), or None
-    when no session does."""
+    when no session does. `since` is None for a holder of another role (PostgreSQL shows its
+    connection's name but not its times)."""
     key = lock_key(name) & 0xFFFF_FFFF_FFFF_FFFF
     with psycopg.connect(url, autocommit=True) as raw:
         row = raw.execute(
@@ -429,8 +431,3 @@ def lock_holder(url: str, name: str) -> tuple[str, int, str, datetime] | None:
     first, _, holder = (row[0] or "").partition(" ")
     pid, _, host = first.partition("@")
     return holder, int(pid) if pid.isdigit() else 0, host or "an unknown host", row[1]
-
-
-def _scalar(raw: psycopg.Connection[Any], sql: str, *params: Any) -> Any:
-    row = raw.execute(sql, list(params)).fetchone()
-    return row[0] if row else None
