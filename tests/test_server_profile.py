@@ -175,7 +175,9 @@ def test_the_sources_read_the_memory_store_through_an_attach(
 # Statements whose answers differ between DuckDB and a PostgreSQL of another default collation
 # or other type widths, unless the connection says otherwise: text in byte order (ids and names
 # sorted, min/max, a sorted aggregate), FLOAT as 4 bytes, and a digest over a NULL's marker.
-_PARITY_TABLE = "CREATE TABLE ids (id VARCHAR PRIMARY KEY, tags VARCHAR[], score FLOAT, vector FLOAT[])"
+_PARITY_TABLE = (
+    "CREATE TABLE ids (id VARCHAR PRIMARY KEY, tags VARCHAR[], score FLOAT, vector FLOAT[])"
+)
 _PARITY_ROWS = (
     ("a1", ["b"], 0.1, [0.1, 0.3]),
     ("B", ["a"], 0.2, [0.2]),
@@ -230,5 +232,6 @@ def test_a_project_fingerprints_as_on_the_embedded_profile(
     ingest_directory(world_files, tmp_path / "sources.duckdb")
     with connect(tmp_path / "sources.duckdb") as con:
         embedded = read_tree(con)
-        assert con.execute("SELECT count(*) FROM recruiter_actions WHERE reason IS NULL").fetchone()
+        without_reason = con.execute("SELECT count(*) FROM recruiter_actions WHERE reason IS NULL")
+        assert without_reason.fetchone() > (0,)  # the NUL marker is hashed
     assert server.nodes == embedded.nodes
