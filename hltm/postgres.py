@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from typing import Any
 import duckdb
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.adapt import Loader
 
 from hltm.settings import without_password
 
@@ -47,9 +49,18 @@ _RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
 _TYPES = (
     (re.compile(r"\bDOUBLE\b(?!\s+PRECISION)", re.IGNORECASE), "DOUBLE PRECISION"),
     (re.compile(r"\bBLOB\b", re.IGNORECASE), "BYTEA"),
-    # A text holds no NUL in PostgreSQL: the marker of a NULL inside a digest's input is U+0001.
-    (re.compile(r"\bchr\(0\)", re.IGNORECASE), "chr(1)"),
+    # DuckDB's FLOAT has 4 bytes, PostgreSQL's 8: a vector stored as REAL reads back as in DuckDB.
+    (re.compile(r"\bFLOAT\b", re.IGNORECASE), "REAL"),
 )
+# A text column sorts, compares and aggregates in byte order, as DuckDB's does, whatever the
+# database's default collation (a managed PostgreSQL's is usually a language's, where 'B' follows
+# 'a'): the column carries it, and every expression over the column inherits it.
+_DDL = re.compile(r"^\s*(CREATE|ALTER)\s+(TEMP\w*\s+)?TABLE\b", re.IGNORECASE)
+_TEXT_COLUMN = re.compile(r"\bVARCHAR\b(\s*\[\])?", re.IGNORECASE)
+# A text holds no NUL in PostgreSQL: a statement that hashes DuckDB's NULL marker `chr(0)` marks
+# with U+0001 instead, and its md5 hashes the bytes DuckDB hashes (`md5_with_nul`, below).
+_NUL = re.compile(r"\bchr\(0\)", re.IGNORECASE)
+_MD5 = re.compile(r"\bmd5\(", re.IGNORECASE)
 _local = threading.local()
 log = logging.getLogger(__name__)
 
@@ -61,6 +72,10 @@ def _outside_quotes(sql: str, change: Any) -> str:
 
 def translate(sql: str, params: Sequence[Any] | None) -> tuple[str, list[Any] | None]:
     """A DuckDB statement's PostgreSQL text and parameters (`INSERT OR …` aside)."""
+    if _DDL.match(sql):
+        sql = _outside_quotes(sql, lambda t: _TEXT_COLUMN.sub(r'\g<0> COLLATE "C"', t))
+    if _NUL.search(sql):
+        sql = _outside_quotes(sql, lambda t: _MD5.sub("md5_with_nul(", _NUL.sub("chr(1)", t)))
     if params is None:
         return _outside_quotes(sql, _types), None
     order: list[int] = []
@@ -89,6 +104,14 @@ def _types(text: str) -> str:
     for pattern, name in _TYPES:
         text = pattern.sub(name, text)
     return text
+
+
+class _Float4Loader(Loader):
+    """A REAL read as the 4-byte float it is, as DuckDB reads a FLOAT (PostgreSQL's text of
+    0.2::real is '0.2', which Python would read as the 8-byte 0.2)."""
+
+    def load(self, data: Any) -> float:
+        return float(struct.unpack("f", struct.pack("f", float(bytes(data))))[0])
 
 
 class PostgresConnection:
@@ -222,6 +245,7 @@ def connection(url: str, schema: str) -> PostgresConnection:
     if con is not None and not con.raw.closed and not con.raw.broken:
         return con
     raw = psycopg.connect(url, autocommit=True)
+    raw.adapters.register_loader("float4", _Float4Loader)
     with contextlib.suppress(pg_errors.UniqueViolation):  # made by another process meanwhile
         raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     raw.execute(f'SET search_path TO "{schema}"')
@@ -234,13 +258,21 @@ def connection(url: str, schema: str) -> PostgresConnection:
 
 
 # DuckDB's functions the stores use, made in each schema: `hash(a, b, …)` of text values (64
-# bits of their MD5, NULL and '' alike), and the catalog's `duckdb_tables()` and
+# bits of their MD5, NULL and '' alike), DuckDB's md5 of a text holding NULs (`md5_with_nul`:
+# each U+0001 hashed as the NUL DuckDB's text held), and the catalog's `duckdb_tables()` and
 # `duckdb_columns()` (a schema is the database an ATTACH names).
 _FUNCTIONS = (
     (
         "hash(text[])",
         "CREATE FUNCTION hash(VARIADIC text[]) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$SELECT"
         " ('x' || substr(md5(array_to_string($1, chr(31), '')), 1, 16))::bit(64)::bigint$$",
+    ),
+    (
+        "md5_with_nul(text)",
+        "CREATE FUNCTION md5_with_nul(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$SELECT"
+        " CASE WHEN strpos($1, chr(1)) = 0 THEN md5($1) ELSE (SELECT md5(string_agg("
+        "convert_to(part, 'UTF8'), '\\x00'::bytea ORDER BY n)) FROM unnest(string_to_array($1,"
+        " chr(1))) WITH ORDINALITY AS t(part, n)) END$$",
     ),
     (
         "duckdb_tables()",

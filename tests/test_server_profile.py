@@ -7,7 +7,10 @@ fixture), through the same statements as the embedded DuckDB files.
 * a reader never waits on a writer: a token is resolved while another connection holds an open
   write transaction on the same table;
 * the refresh planner's join of the sources with the memory store (an ATTACH) reads the store's
-  schema.
+  schema;
+* the same statements answer alike on both profiles, on a database whose default collation is
+  not byte order: text sorts as in DuckDB, a FLOAT keeps 4 bytes, and a project's fingerprint
+  (hence its memory node's version) is the one DuckDB computes.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import psycopg
 import pytest
 
+from hltm import postgres
 from hltm.memory.changes import contracts_to_diff
+from hltm.memory.inputs import read_tree
 from hltm.memory.store import ensure_memory_schema
 from hltm.query.access import TokenCache, create_token, identity_for_token, revoke_token
 from hltm.query.log import (
@@ -31,7 +37,7 @@ from hltm.query.log import (
     read_query_log,
 )
 from hltm.query.scope import Identity
-from hltm.settings import Settings
+from hltm.settings import DATABASE_URL_ENV, Settings
 from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect, store_exists
 from hltm_devkit.postgres import LocalPostgres
@@ -164,3 +170,68 @@ def test_the_sources_read_the_memory_store_through_an_attach(
         every = {r[0] for r in sources.execute("SELECT contract_id FROM contracts").fetchall()}
         assert contracts_to_diff(sources, server_profile.derived_db, 0, set()) == every
         assert not sources.attached  # detached again
+
+
+# Statements whose answers differ between DuckDB and a PostgreSQL of another default collation
+# or other type widths, unless the connection says otherwise: text in byte order (ids and names
+# sorted, min/max, a sorted aggregate), FLOAT as 4 bytes, and a digest over a NULL's marker.
+_PARITY_TABLE = (
+    "CREATE TABLE ids (id VARCHAR PRIMARY KEY, tags VARCHAR[], score FLOAT, vector FLOAT[])"
+)
+_PARITY_ROWS = (
+    ("a1", ["b"], 0.1, [0.1, 0.3]),
+    ("B", ["a"], 0.2, [0.2]),
+    ("_x", None, None, None),
+    ("a-1", ["Z", "a"], 0.3, [0.7]),
+    ("Zeta", ["c"], 0.4, [0.4]),
+)
+_PARITY_QUERIES = (
+    "SELECT id FROM ids ORDER BY id",
+    "SELECT min(id), max(id) FROM ids",
+    "SELECT string_agg(id, ',' ORDER BY id) FROM ids",
+    "SELECT id FROM ids WHERE id > 'a' ORDER BY id",
+    "SELECT score, vector, tags FROM ids ORDER BY id",
+    "SELECT md5(concat_ws(chr(31), id, coalesce(NULL, chr(0)))) FROM ids ORDER BY id",
+)
+
+
+def test_the_same_statements_answer_alike_on_both_profiles(postgres_server: LocalPostgres) -> None:
+    """On a database created with ICU's English collation (a managed PostgreSQL's usual
+    default), where 'B' sorts after 'a'."""
+    with psycopg.connect(postgres_server.url, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS parity_icu WITH (FORCE)")
+        admin.execute(
+            "CREATE DATABASE parity_icu TEMPLATE template0 LOCALE_PROVIDER icu"
+            " ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+        )
+    url = postgres_server.url.rsplit("/", 1)[0] + "/parity_icu"
+    server, embedded = postgres.connection(url, "parity"), duckdb.connect()
+    try:
+        for con in (server, embedded):
+            con.execute(_PARITY_TABLE)
+            con.executemany("INSERT INTO ids VALUES (?, ?, ?, ?)", _PARITY_ROWS)
+        for query in _PARITY_QUERIES:
+            expected = embedded.execute(query).fetchall()
+            assert server.execute(query).fetchall() == expected, query
+    finally:
+        server.raw.close()
+        embedded.close()
+        postgres_server.drop_database("parity_icu")
+
+
+def test_a_project_fingerprints_as_on_the_embedded_profile(
+    server_profile: Settings, world_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's fingerprint is its memory node's version: the same on both profiles, so a
+    data dir moved by `hltm migrate-to-server` rebuilds nothing (a recruiter action without a
+    reason hashes a NUL, which PostgreSQL's text cannot hold)."""
+    ingest_directory(world_files, server_profile.sources_db)
+    with connect(server_profile.sources_db) as con:
+        server = read_tree(con)
+    monkeypatch.delenv(DATABASE_URL_ENV)
+    ingest_directory(world_files, tmp_path / "sources.duckdb")
+    with connect(tmp_path / "sources.duckdb") as con:
+        embedded = read_tree(con)
+        without_reason = con.execute("SELECT count(*) FROM recruiter_actions WHERE reason IS NULL")
+        assert without_reason.fetchone() > (0,)  # the NUL marker is hashed
+    assert server.nodes == embedded.nodes

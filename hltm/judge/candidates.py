@@ -149,15 +149,25 @@ def layer_vectors(store: VectorStore, layer: str = "active") -> LayerVectors:
         ids = [rid for rid, _ in pairs]
         got = coll.get(ids=ids, include=["embeddings"]) if ids else {"ids": [], "embeddings": []}
     by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
-    rows = [by_id[rid] for rid in ids]  # none: a layer without resumes
-    matrix = np.asarray(rows, dtype=np.float64).reshape(len(ids), -1) if rows else np.zeros((0, 0))
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    found = LayerVectors(ids, matrix / np.where(norms > 0, norms, 1.0))
+    found = LayerVectors(ids, unit_rows([by_id[rid] for rid in ids]))
     with _VECTORS_LOCK:
         if len(_VECTORS) > 4:
             _VECTORS.clear()
         _VECTORS[digest] = found
     return found
+
+
+def unit_rows(rows: Sequence[Sequence[float]]) -> np.ndarray:
+    """The stored vectors as unit-length float64 rows (none: a layer without resumes).
+
+    Chroma keeps 4-byte floats; its server sends each as its shortest decimal, which reads as
+    another 8-byte float than the one its files hand over. Read as the 4-byte floats they are,
+    both give the same cosines, so the pool's cut is the same with either."""
+    if not len(rows):
+        return np.zeros((0, 0))
+    matrix = np.asarray(rows, dtype=np.float32).astype(np.float64).reshape(len(rows), -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 def vector_top(

@@ -17,6 +17,7 @@ from hltm.evaluation.judge.metrics import (
     precision_at_k,
 )
 from hltm.evaluation.judge.stats_report import render_report
+from hltm.judge.candidates import unit_rows
 from hltm.judge.formal import drop_formal, is_formal, split_formal
 from hltm.judge.gate import GATE_MIN_SURVIVAL, gate_decision, gate_from_counts
 from hltm.judge.pools import BM25Index, PoolEntry, rrf, union_pool
@@ -515,3 +516,14 @@ def test_leading_tokens_is_the_longest_word_prefix_that_fits(limit: int) -> None
     ends = [i for i, ch in enumerate(text) if ch.isspace()] + [len(text)]
     fitting = [e for e in ends if passage_tokens(text[:e]) <= limit]
     assert cut == text[: max(fitting, default=ends[0])]
+
+
+def test_stored_vectors_read_alike_from_the_chroma_files_and_the_chroma_server() -> None:
+    """Chroma keeps 4-byte floats: its files hand them over as they are, its server as the
+    shortest decimal of each, which Python reads as another 8-byte float. Both are the same
+    vector, and give the same cosines (a pool's cut at the k-th rounded score depends on it)."""
+    stored = np.random.default_rng(3).normal(size=(4, 8)).astype(np.float32)
+    from_files = stored.astype(np.float64).tolist()
+    from_server = [[float(str(np.float32(value))) for value in row] for row in stored]
+    assert from_files != from_server
+    assert np.array_equal(unit_rows(from_files), unit_rows(from_server))
