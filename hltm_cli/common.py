@@ -17,6 +17,10 @@ from hltm.settings import Settings
 
 _NEAREST = 3  # known ids an unknown one is shown beside
 _LIKE = 60  # rapidfuzz ratio (0–100) a known id needs to be shown as near
+BUDGET_HELP = (
+    "Cold judge evaluations for this run (default: HLTM_JUDGE_BUDGET, 3000); 0 judges nothing"
+    " new and publishes from the score cache."
+)
 
 # The folder of public real data sets, one option name wherever a command reads it.
 realdata_option = click.option(

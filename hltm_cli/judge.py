@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hltm_cli.common import fail, realdata_option, require_known, settings, uses_data
+from hltm_cli.common import BUDGET_HELP, fail, realdata_option, require_known, settings, uses_data
 from hltm_cli.query import eval_group
 
 
@@ -65,7 +65,7 @@ def _require_vacancies(vacancy_ids: list[str]) -> None:
 
 def run_judge(
     vacancies: list[str] | None = None,
-    budget: int = 0,
+    budget: int | None = None,
     workers: int = 0,
     rejudge_failed: bool = False,
 ) -> dict[str, Any]:
@@ -183,7 +183,7 @@ def judge_totals_line(totals: dict[str, Any]) -> str:
     )
 
 
-def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) -> str:
+def demo_judge(vacancy: str | None = None, budget: int | None = None, workers: int = 0) -> str:
     """Judge and rank one vacancy (or all), through Dagster; a printable summary.
 
     For `hltm demo`: the nightly job's totals, then the top candidates of one vacancy with the
@@ -206,7 +206,7 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
 
 @judge.command(name="run")
 @click.option("--vacancy", "vacancies", multiple=True, help="Only these (default: all).")
-@click.option("--budget", type=int, default=0, help="Cold evaluations (default: 3000).")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help=BUDGET_HELP)
 @click.option(
     "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
 )
@@ -219,7 +219,9 @@ def demo_judge(vacancy: str | None = None, budget: int = 0, workers: int = 0) ->
     " gate blocked by a bad spell of the model).",
 )
 @uses_data
-def run_cmd(vacancies: tuple[str, ...], budget: int, workers: int, rejudge_failed: bool) -> None:
+def run_cmd(
+    vacancies: tuple[str, ...], budget: int | None, workers: int, rejudge_failed: bool
+) -> None:
     """Refresh the index and pools, judge new pairs within the budget, publish rankings."""
     _require_vacancies(list(vacancies))
     totals = run_judge(list(vacancies), budget, workers, rejudge_failed)

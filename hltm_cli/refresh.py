@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from hltm.warehouse import connect, store_exists
-from hltm_cli.common import settings, uses_data
+from hltm_cli.common import BUDGET_HELP, settings, uses_data
 from hltm_cli.dagster_runs import dagster_home
 from hltm_cli.demo import build_memory, calibrate_all, print_summary, run_step
 
@@ -23,12 +23,12 @@ ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 
 
 @click.command()
-@click.option("--budget", type=int, default=0, help="Cold judge evaluations (default: 3000).")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help=BUDGET_HELP)
 @click.option(
     "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
 )
 @uses_data
-def refresh(budget: int, workers: int) -> None:
+def refresh(budget: int | None, workers: int) -> None:
     """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
     of the same jobs the sensors start)."""
     from hltm_cli.judge import demo_judge

@@ -226,12 +226,13 @@ def log_publication(log: Any, vacancy_id: str, publication: Publication) -> None
 
 
 class JudgeRunConfig(dg.Config):
-    """How `judge_scores` spends a run: 0 = the resource's default budget (cold evaluations,
-    shared by the run's vacancies) or workers. `rejudge_failed`: judge again the cached
+    """How `judge_scores` spends a run: `budget` is its cold evaluations, shared by the run's
+    vacancies (None: the resource's default; 0: nothing new is judged, the cache is published);
+    `workers` 0 is the resource's default. `rejudge_failed`: judge again the cached
     evaluations that failed the evidence check (how an operator clears a quote gate blocked by
     a bad spell of the model, see `hltm.judge.gate.blocked_advice`)."""
 
-    budget: int = 0
+    budget: int | None = None
     workers: int = 0
     rejudge_failed: bool = False
 
@@ -298,7 +299,7 @@ def judge_scores(
     platform: PlatformResource,
 ) -> dg.MaterializeResult:
     env = make_env(platform)
-    budget = config.budget or platform.judge.budget
+    budget = platform.judge.budget if config.budget is None else config.budget
     with platform.exclusive(JUDGE_RUN, context):
         vacancies = _vacancies(env, context)
         pools = {v.vacancy_id: load_pool(env, v) for v in vacancies}
