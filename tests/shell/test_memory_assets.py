@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 
 import dagster as dg
-import pytest
 
 from hltm.memory.store import read_built
 from hltm.settings import Settings
@@ -180,8 +179,7 @@ def test_partitioned_assets_build_single_nodes(memory_world: Settings) -> None:
     assert defs.get_job_def("refresh_memory_tree") is not None
 
 
-@pytest.mark.parametrize("from_scratch", [False, True])
-def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
+def test_full_rebuild_job(memory_world: Settings) -> None:
     defs = memory_definitions(memory_world)
     instance = dg.DagsterInstance.ephemeral()
     job = defs.get_job_def("rebuild_memory_tree")
@@ -193,19 +191,25 @@ def test_full_rebuild_job(memory_world: Settings, from_scratch: bool) -> None:
     # parents after every child (Dagster's staleness compares times across the whole level)
     levels = [e.asset_key.path[0] for e in first.get_asset_materialization_events()]
     assert levels == sorted(levels, key=["project_memory", "seat_memory", "contract_memory"].index)
-    again = job.execute_in_process(
-        instance=instance,
-        run_config={
-            "ops": {
-                "plan_memory_refresh": {"config": {"all_stale": True, "from_scratch": from_scratch}}
-            }
-        },
-    )
-    assert again.success
-    # Content-addressed: a current tree has nothing to rebuild unless it was dropped first.
-    assert len(again.get_asset_materialization_events()) == (total if from_scratch else 0)
+    runs = [first]
+    for from_scratch in (False, True):
+        again = job.execute_in_process(
+            instance=instance,
+            run_config={
+                "ops": {
+                    "plan_memory_refresh": {
+                        "config": {"all_stale": True, "from_scratch": from_scratch}
+                    }
+                }
+            },
+        )
+        assert again.success
+        # Content-addressed: a current tree has nothing to rebuild unless it was dropped first.
+        built = len(again.get_asset_materialization_events())
+        assert built == (total if from_scratch else 0), from_scratch
+        runs.append(again)
     # Every memory check is evaluated by the run that wrote the store, even one that built nothing.
-    for run in (first, again):
+    for run in runs:
         evaluated = {
             e.asset_check_evaluation_data.check_name
             for e in run.all_events
