@@ -35,6 +35,7 @@ inserts it off the answer's path; a file another process keeps locked longer tha
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -54,10 +55,11 @@ from hltm.query.grounding import ungrounded
 from hltm.query.log import QueryLogWriter
 from hltm.query.parse import FIELDS, ground_pairs, parse_question
 from hltm.query.retrieve import (
+    ListingIndex,
     QueryEmbeddings,
     RetrievalConfig,
-    Retrieved,
     build_context,
+    covering,
     open_fields,
     retrieve,
 )
@@ -136,6 +138,8 @@ class QueryResult:
     not_in_memory: bool = False
     nearest: list[str] = field(default_factory=list)
     ungrounded: list[str] = field(default_factory=list)  # stated values the citations lack
+    # An open field listed in part: {"nodes": listed, "of": how many of the scope state it}.
+    listing: dict[str, int] = field(default_factory=dict)
     error: str = ""  # why the ask failed (only ever logged: a failed ask raises)
 
     @property
@@ -199,6 +203,7 @@ class QueryResult:
             "ungrounded": self.ungrounded,
             "warning": self.warning,
             "incomplete": self.incomplete,
+            "listing": self.listing,
             "retrieved": self.retrieved,
             "cost": self.cost.as_dict(),
         }
@@ -271,6 +276,14 @@ def context_documents(nodes: dict[str, Any], context_ids: list[str]) -> dict[str
     }
 
 
+def partial_listing(listing: dict[str, int]) -> str:
+    """What an answer listing an open field in part adds: the rest of the scope states it too."""
+    return (
+        f" (This lists {listing['nodes']} of the {listing['of']} seats and projects of this"
+        " scope that state a value for it; the others did not fit the answer's context.)"
+    )
+
+
 def incomplete_memory(node_ids: list[str]) -> str:
     shown = ", ".join(node_ids[:5]) + (" …" if len(node_ids) > 5 else "")
     return (
@@ -282,6 +295,11 @@ def incomplete_memory(node_ids: list[str]) -> str:
 
 def context_node_ids(context: dict[str, list[dict]]) -> list[str]:
     return list(dict.fromkeys(item["node_id"] for items in context.values() for item in items))
+
+
+@functools.lru_cache(maxsize=1 << 14)  # an answer's context texts recur across questions
+def _statements(text: str) -> tuple[str, ...]:
+    return tuple(lx.statements(text))
 
 
 class QueryEngine:
@@ -315,30 +333,36 @@ class QueryEngine:
         self.tree = TreeIndex(settings.derived_db)
         self.collections = Collections(self.vectors)
         self.subtree_vectors = SubtreeVectors()
+        self.listings = ListingIndex()
 
     def warm_up(self) -> None:
-        """Load the embedding model, the token encoding, the tree's contents, every contract's
-        vector index and (as the budget allows) the vectors exact search reads, now, not on the
-        first request."""
+        """Load the embedding model, the token encoding, the tree's contents, which fields
+        each node states (`ListingIndex`) and each field's listing over every contract, every
+        contract's vector index and (as the budget allows) the vectors exact search reads, now,
+        not on the first request."""
         from hltm.tokens import encoding
 
         probe = self.embed(["query warm-up"])
         encoding()
         self.tree.prefetch(self.db_wait_s)
+        self.listings.prepare(self.tree, self.db_wait_s)
         rows = list(self.tree.snapshot(self.db_wait_s).rows.values())
         self._recall_statements(self._stored_texts(rows), self.db_wait_s)
         contracts = sorted({row.contract_id for row in rows})
         self.collections.load(contracts, probe[0])
         for contract_id in contracts:
             scope = Scope(Identity("contract", contract_id), contract_id)
-            self._memory(scope).prefetch_vectors(probe.shape[1])
+            memory = self._memory(scope)
+            memory.prefetch_vectors(probe.shape[1])
+            for field_name in FIELDS:  # each field's listing over the contract (`covering`)
+                covering(memory, [field_name], self.config.listed_projects, self.listings)
 
     def _recall_statements(self, texts: Iterable[str], wait_s: float | None) -> None:
         """The offline answer compares the statements of its context's answers and summaries
         with the question: their vectors, embedded by the memory build, are put in the memo
         it reads (`hltm.embeddings.recall_short_texts`), so it embeds none of them again."""
         if self.llm.backend_name == OFFLINE_BACKEND:
-            said = list(dict.fromkeys(s for text in texts for s in lx.statements(text)))
+            said = list(dict.fromkeys(s for text in texts for s in _statements(text)))
             recall_short_texts(self.settings.derived_db, said, wait_s)
 
     def _stored_texts(self, rows: list[NodeRow]) -> Iterator[str]:
@@ -522,7 +546,7 @@ class QueryEngine:
         result.intent, result.pairs = self.parse(question, llm)
         cost.parse_ms = (time.perf_counter() - t0) * 1000
 
-        retrieved: Retrieved = retrieve(memory, self.embed, question, result.pairs, config)
+        retrieved = retrieve(memory, self.embed, question, result.pairs, config, self.listings)
         cost.embed_ms = retrieved.embed_s * 1000
         cost.retrieval_ms = retrieved.search_s * 1000
         result.retrieved = retrieved.ids()
@@ -575,6 +599,9 @@ class QueryEngine:
         result.ungrounded = ungrounded(
             answer.answer, question, cited_items, open_fields(result.pairs)
         )
+        if len(retrieved.listed) < retrieved.listed_of:
+            result.listing = {"nodes": len(retrieved.listed), "of": retrieved.listed_of}
+            result.answer += partial_listing(result.listing)
 
 
 _ENGINES: dict[tuple[Any, ...], QueryEngine] = {}

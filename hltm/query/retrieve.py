@@ -8,9 +8,10 @@ retrieval), through `ScopedMemory` only, and each returns its own top-k nodes:
   the node's score is averaged over the query's pairs (a node no pair reaches scores 0 for it);
   the top `k_facet` nodes contribute their facets of the asked fields. A question with no parsed
   field gives it no query: it then reads the question only when it is the one retriever on.
-  A field asked without a value ("which roles…?") has no nearest facets: its facets are read
-  from the whole scope instead (`covering`): every project that states it, before any valued
-  pair's hits, and kept whole by the context budget.
+  A field asked without a value ("which roles…?") has no nearest facets: its facets are listed
+  over the whole scope instead (`covering`): every project that states it, before any valued
+  pair's hits, as many whole nodes as fit the context budget (`listed_within`); a listing that
+  does not fit whole fills the context, and nothing is searched.
 * **qa** — the question against the nodes' prepared questions (a leaf's include one per
   fact-bearing passage of its own texts, citing the document); the top `k_qa` nodes contribute
   their best-matching question–answer pairs.
@@ -38,7 +39,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import bm25s
@@ -48,6 +49,7 @@ from hltm.embeddings import CachedEmbedder
 from hltm.llm.registry import payload_json
 from hltm.memory.salience import terms
 from hltm.query.boundary import Hit, NodeView, ScopedMemory
+from hltm.query.snapshot import NodeRow, TreeIndex
 from hltm.tokens import count_tokens
 
 RETRIEVERS = ("facet", "qa", "summary")
@@ -105,6 +107,7 @@ class Retrieved:
     pairs: list[dict[str, str]] = field(default_factory=list)
     fused: dict[str, float] = field(default_factory=dict)  # node id → reciprocal-rank fusion
     listed: list[str] = field(default_factory=list)  # nodes listing the open fields' values
+    listed_of: int = 0  # how many nodes of the scope state them (more than `listed`: in part)
     embed_s: float = 0.0
     search_s: float = 0.0
 
@@ -230,7 +233,10 @@ def _fuse_lexical(question: str, hits: list[Hit], nodes: dict[str, NodeView]) ->
         for rank, i in _lexical_ranks(wanted, tuple(text for _, text in texts)):
             fused[i] += 1.0 / (RRF_K + rank)
     ranked = sorted(range(len(texts)), key=lambda i: (-fused[i], i))
-    return [replace(texts[i][0], score=fused[i]) for i in ranked]
+    # Built directly: `dataclasses.replace` costs several times more, on 80 hits a question.
+    return [
+        Hit(h.node_id, h.level, h.kind, h.index, fused[i]) for i in ranked for h in (texts[i][0],)
+    ]
 
 
 def _fuse(collapsed: list[list[Ranked]], facet: list[Ranked]) -> dict[str, float]:
@@ -284,57 +290,191 @@ def _path(node: NodeView) -> tuple[str, ...]:
     return tuple(part for part in (node.seat_id, node.project_id) if part)
 
 
+def _stated_fields(
+    level: str, project_id: str | None, facets: list[dict[str, Any]]
+) -> dict[str, tuple[int, ...]]:
+    """field → indices of the facets that state it (see `stating`)."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for i, facet in enumerate(facets):
+        record_only = set(facet.get("sources") or ()) <= {project_id}
+        if not (facet.get("field") == "title" and level == "project" and record_only):
+            out[facet.get("field") or ""].append(i)
+    return {f: tuple(indices) for f, indices in out.items()}
+
+
 def stating(node: NodeView, fields: list[str]) -> list[int]:
     """Indices of the node's facets that state one of `fields`. A project's title counts only
     where a document or vacancy of it names it: the title its record gives ("Catering kitchen
     expansion") names the project, not a role."""
-
-    def named(facet: dict[str, Any]) -> bool:
-        record_only = set(facet.get("sources") or ()) <= {node.project_id}
-        return not (facet.get("field") == "title" and node.level == "project" and record_only)
-
-    return [i for i, f in enumerate(node.facets) if f.get("field") in fields and named(f)]
+    stated = _stated_fields(node.level, node.project_id, node.facets)
+    return sorted(i for f in fields for i in stated.get(f, ()))
 
 
-def covering(memory: ScopedMemory, fields: list[str], limit: int) -> list[Ranked]:
+class ListingIndex:
+    """Which facets of each node version state which field (`stating`), by (node id, version):
+    a version is a content hash, so an entry never goes stale, and a node that changed is
+    looked up under its new version. An open field over a contract of 10k projects is listed
+    from these entries instead of decoding every node of it; `prepare` fills them for a whole
+    tree (a server's warm-up), so only nodes built since are read on a question's path. One
+    per query engine (one derived file); an entry holds facet indices only, and is read only
+    for a request's permitted rows."""
+
+    def __init__(self, max_entries: int = 250_000) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str], dict[str, tuple[int, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def _keep(self, found: dict[tuple[str, str], dict[str, tuple[int, ...]]]) -> None:
+        with self._lock:
+            self._entries.update(found)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def prepare(self, tree: TreeIndex, wait_s: float | None = None, chunk: int = 2000) -> None:
+        """Every stored node's entry (up to `max_entries`), read a chunk at a time."""
+        rows = list(tree.snapshot(wait_s).rows.values())[: self.max_entries]
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            facets = tree.json_column(part, "facets", wait_s)
+            self._keep(
+                {
+                    (r.node_id, r.version): _stated_fields(r.level, r.project_id, facets[r.node_id])
+                    for r in part
+                    if r.node_id in facets
+                }
+            )
+
+    def stated(
+        self, memory: ScopedMemory, rows: list[NodeRow], fields: list[str]
+    ) -> dict[str, tuple[int, ...]]:
+        """node id → indices of its facets stating one of `fields`, for these permitted rows
+        that state any (a node the boundary reads as absent is left out)."""
+        with self._lock:
+            known = {r.node_id: self._entries.get((r.node_id, r.version)) for r in rows}
+        missing = [n for n, entry in known.items() if entry is None]
+        if missing:
+            read = {
+                (n, node.version): _stated_fields(node.level, node.project_id, node.facets)
+                for n, node in memory.nodes(missing).items()
+            }
+            self._keep(read)
+            known |= {n: entry for (n, _), entry in read.items()}
+        out = {}
+        for node_id, entry in known.items():
+            found = sorted(i for f in fields for i in (entry or {}).get(f, ()))
+            if found:
+                out[node_id] = tuple(found)
+        return out
+
+
+@dataclass
+class Listing:
+    """The nodes answering the open fields over the scope (`covering`), and how many there are:
+    more than the context holds is listed in part, and the answer says so."""
+
+    nodes: list[Ranked] = field(default_factory=list)
+    total: int = 0
+
+    @property
+    def partial(self) -> bool:
+        return len(self.nodes) < self.total
+
+
+def covering(
+    memory: ScopedMemory, fields: list[str], limit: int, listings: ListingIndex | None = None
+) -> list[Ranked]:
     """The nodes that answer open `fields` over the whole permitted subtree (no similarity, so
     nothing is missed): every project that states one of them. A scope of more than `limit`
     projects is answered instead by the shallowest node of each path that states them (a seat
     stating it speaks for its projects, a seat that does not is answered by its projects); the
     root answers only when nothing below it states the fields (a project's own scope).
 
-    Only the nodes that can answer are read: the projects of a scope within `limit`, else the
-    seats first and only the projects of a seat that states none of the fields (a contract of
-    10k projects reads its thousand seats, not its eleven thousand nodes)."""
+    Only the nodes that can answer are looked up, by their `ListingIndex` entries (a node
+    without one is read): the projects of a scope within `limit`, else the seats first and only
+    the projects of a seat that states none of the fields. The list is kept with the tree's
+    snapshot (like the permitted set), so a scope's listing is derived once per state of the
+    tree, not per question: at 100k projects a contract's takes tens of milliseconds."""
+    permitted = memory.permitted
+    if permitted.snapshot is None:
+        return _covering(memory, fields, limit, listings or ListingIndex())
+    key = ("covering", permitted.scope, permitted.levels, tuple(fields), limit)
+    found = permitted.snapshot.derived.get(key)
+    if found is None:
+        found = _covering(memory, fields, limit, listings or ListingIndex())
+        permitted.snapshot.derived[key] = found
+    return list(found)
+
+
+def _covering(
+    memory: ScopedMemory, fields: list[str], limit: int, listings: ListingIndex
+) -> tuple[Ranked, ...]:
     rows = memory.permitted.rows
     root = memory.scope.root_node_id
-    projects = [r.node_id for r in rows if r.level == "project"]
-    states: dict[str, list[int]] = {}
-    levels: dict[str, str] = {}
+    projects = [r for r in rows if r.level == "project"]
+    states: dict[str, tuple[int, ...]] = {}
 
-    def read(node_ids: list[str]) -> None:
-        for node_id, node in memory.nodes(node_ids).items():
-            levels[node_id] = node.level
-            found = stating(node, fields)
-            if found:
-                states[node_id] = found
+    def read(chosen: list[NodeRow]) -> None:
+        states.update(listings.stated(memory, chosen, fields))
 
     if len(projects) <= limit:
         read(projects)
         if states:
-            return [Ranked(n, "project", 1.0, states[n]) for n in sorted(states)]
-    read([r.node_id for r in rows if r.level != "project"])
+            return tuple(Ranked(n, "project", 1.0, list(states[n])) for n in sorted(states))
+    read([r for r in rows if r.level != "project"])
     by_id = memory.permitted.by_id
     # A seat below the root that states a field speaks for its projects, which are not read.
     speaking = {by_id[n].seat_id for n in states if n != root and by_id[n].level == "seat"}
     if len(projects) > limit:
-        read([r.node_id for r in rows if r.level == "project" and r.seat_id not in speaking])
+        read([r for r in projects if r.seat_id not in speaking])
     below = [n for n in states if n != root] or list(states)
     chosen = [
         n for n in below if not (by_id[n].level == "project" and by_id[n].seat_id in speaking)
     ]
     chosen.sort(key=lambda n: (len(_path(by_id[n])), n))
-    return [Ranked(n, levels[n], 1.0, states[n]) for n in chosen]
+    return tuple(Ranked(n, by_id[n].level, 1.0, list(states[n])) for n in chosen)
+
+
+def _tokens(item: dict[str, Any]) -> int:
+    """An item's tokens as the prompt serialises it (o200k_base)."""
+    return _counted(tuple(item.items()))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same nodes' items recur across questions
+def _counted(item: tuple[tuple[str, Any], ...]) -> int:
+    return count_tokens(payload_json(dict(item)))
+
+
+def listed_within(
+    memory: ScopedMemory,
+    whole: list[Ranked],
+    fields: set[str],
+    unvalued: list[str],
+    budget: int,
+    chunk: int = 16,
+) -> Listing:
+    """The head of a scope's listing (`covering`, in its order) whose facet items fit `budget`
+    tokens (the first node always): a listing is the answer's own size, so only the nodes that
+    can enter the context are read, a chunk at a time, and the rest are counted, not read."""
+    out = Listing(total=len(whole))
+    spent = 0
+    for start in range(0, len(whole), chunk):
+        part = whole[start : start + chunk]
+        nodes = memory.nodes(r.node_id for r in part)
+        for ranked in part:
+            node = nodes.get(ranked.node_id)
+            if node is None:  # removed since it was listed
+                out.total -= 1
+                continue
+            cost = sum(map(_tokens, node_facets(node, ranked.items, fields, unvalued)))
+            if out.nodes and spent + cost > budget:
+                return out
+            spent += cost
+            out.nodes.append(ranked)
+    return out
 
 
 def retrieve(
@@ -343,13 +483,33 @@ def retrieve(
     question: str,
     pairs: list[dict[str, str]],
     config: RetrievalConfig,
+    listings: ListingIndex | None = None,
 ) -> Retrieved:
+    """`listings`: the engine's `ListingIndex` (None: entries read for this call only)."""
     out = Retrieved(pairs=pairs)
     use = set(config.retrievers)
     # A field asked without a value is read from the whole scope (`covering`), not searched.
     valued = [p for p in pairs if p.get("field") and p.get("value", "").strip()]
     pair_queries = [pair_text(p) for p in valued] if "facet" in use else []
     unvalued = open_fields(pairs) if "facet" in use else []
+    started = time.perf_counter()
+    listing = Listing()
+    if unvalued:
+        fields = {p["field"] for p in pairs if p.get("field")}
+        listing = listed_within(
+            memory,
+            covering(memory, unvalued, config.listed_projects, listings),
+            fields,
+            unvalued,
+            config.context_tokens,
+        )
+        out.listed_of = listing.total
+        if listing.partial:
+            # The listing goes first and fills the budget: nothing a search finds could enter
+            # the context, so the scope is not searched.
+            out.facet = list(listing.nodes)
+            return _fetched(out, memory, listing, started)
+    listed_s = time.perf_counter() - started
     started = time.perf_counter()
     # Without a parsed field the facet retriever has no query of its own; it reads the question
     # only when no other retriever does (the question against "field: value" strings finds
@@ -371,7 +531,6 @@ def retrieve(
     pair_hits = [f["facet"] for f in found[1 if need_question else 0 :]]
 
     facet_ranking: list[Ranked] = []
-    whole: list[Ranked] = []  # the nodes answering the open fields, one per branch of the scope
     collapsed: list[list[Ranked]] = []
     if "facet" in use:
         per_query = pair_hits or [question_hits.get("facet", [])]
@@ -390,7 +549,8 @@ def retrieve(
             for nid in totals
         ]
         if unvalued:
-            whole = covering(memory, unvalued, config.listed_projects)
+            # the nodes answering the open fields, one per branch of the scope, first
+            whole = listing.nodes
             taken = {r.node_id for r in whole}
             ranked = whole + [r for r in ranked if r.node_id not in taken]
             out.facet = whole + _top(ranked[len(whole) :], config.k_facet)
@@ -422,15 +582,23 @@ def retrieve(
         collapsed.append(ranked)
         out.summary = _top(ranked, config.k_summary)
     out.fused = _fuse(collapsed, facet_ranking)
-    # The scope-wide listing answers the open fields: its facets are kept whole (`within_budget`).
-    out.listed = [listed.node_id for listed in whole]
+    return _fetched(out, memory, listing, started, listed_s)
+
+
+def _fetched(
+    out: Retrieved, memory: ScopedMemory, listing: Listing, started: float, spent_s: float = 0.0
+) -> Retrieved:
+    """`out` with its nodes' contents, timed from `started` (plus `spent_s` before it)."""
+    # The scope-wide listing answers the open fields: the part of it that fits the budget
+    # (`listed_within`) is kept whole (`within_budget`).
+    out.listed = [r.node_id for r in listing.nodes]
     wanted = {r.node_id for group in (out.facet, out.qa, out.summary) for r in group}
     out.nodes = memory.nodes(wanted)
     # A node removed between search and fetch is dropped from every list.
     out.facet = [r for r in out.facet if r.node_id in out.nodes]
     out.qa = [r for r in out.qa if r.node_id in out.nodes]
     out.summary = [r for r in out.summary if r.node_id in out.nodes]
-    out.search_s = time.perf_counter() - started
+    out.search_s = time.perf_counter() - started + spent_s
     return out
 
 
@@ -450,9 +618,6 @@ def within_budget(
     of `listed` nodes (an open field's values over the scope) are the answer itself: they are
     kept whole and paid for first."""
 
-    def tokens(item: dict) -> int:
-        return count_tokens(payload_json(item))
-
     def reserved(kind: str, item: dict) -> bool:
         return kind == "facets" and item["node_id"] in listed
 
@@ -466,12 +631,12 @@ def within_budget(
             if not reserved(kind, item):
                 by_node[item["node_id"]].append(item)
             elif spent <= budget:
-                spent += tokens(item)
+                spent += _tokens(item)
     kept: set[str] = set()
     for node_id in sorted(by_node, key=lambda n: (-fused.get(n, 0.0), n)):
         if (kept or listed) and spent > budget:
             break
-        cost = sum(tokens(item) for item in by_node[node_id])
+        cost = sum(map(_tokens, by_node[node_id]))
         if (kept or listed) and spent + cost > budget:
             break
         kept.add(node_id)
@@ -480,6 +645,32 @@ def within_budget(
         kind: [i for i in items if i["node_id"] in kept or reserved(kind, i)]
         for kind, items in context.items()
     }
+
+
+def facet_item(node: NodeView, facet: dict[str, Any]) -> dict[str, Any]:
+    """A facet as the answer's context holds it."""
+    return {
+        "node_id": node.node_id,
+        "level": node.level,
+        "label": node.label,
+        "field": facet["field"],
+        "value": facet["value"],
+        "support": _support(node, facet),
+    }
+
+
+def node_facets(
+    node: NodeView, stated: list[int] | None, fields: set[str], unvalued: list[str]
+) -> list[dict[str, Any]]:
+    """A node's context facets of the asked `fields`; of a field asked without a value
+    (`unvalued`), only those stating it: `stated` (a listed node's, from `covering`), or found
+    here when None."""
+    own = set(stating(node, unvalued) if stated is None else stated)
+    return [
+        facet_item(node, f)
+        for i, f in enumerate(node.facets)
+        if f.get("field") in fields and (f["field"] not in unvalued or i in own)
+    ]
 
 
 def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, list[dict]]:
@@ -492,28 +683,13 @@ def build_context(retrieved: Retrieved, config: RetrievalConfig) -> dict[str, li
     for ranked in retrieved.facet:
         node = retrieved.nodes[ranked.node_id]
         if fields:
-            # a listed node's items are its facets stating the open fields (`covering`)
-            open_ = set(ranked.items if node.node_id in listed else stating(node, unvalued))
-            chosen = [
-                f
-                for i, f in enumerate(node.facets)
-                if f.get("field") in fields and (f["field"] not in unvalued or i in open_)
-            ]
+            # The listing alone answers the open fields: another node would count twice there.
+            own = ranked.items if node.node_id in listed else [] if listed else None
+            facets += node_facets(node, own, fields, unvalued)
         else:
             order = list(dict.fromkeys(ranked.items)) + list(range(len(node.facets)))
             idx = [i for i in dict.fromkeys(order) if i < len(node.facets)]
-            chosen = [node.facets[i] for i in idx[: config.max_facets_per_node]]
-        for facet in chosen:
-            facets.append(
-                {
-                    "node_id": node.node_id,
-                    "level": node.level,
-                    "label": node.label,
-                    "field": facet["field"],
-                    "value": facet["value"],
-                    "support": _support(node, facet),
-                }
-            )
+            facets += [facet_item(node, node.facets[i]) for i in idx[: config.max_facets_per_node]]
     qa: list[dict[str, Any]] = []
     for ranked in retrieved.qa:
         node = retrieved.nodes[ranked.node_id]

@@ -146,6 +146,11 @@ class AskResponse(BaseModel):
         description="Node ids of the scope whose last memory build failed: the answer may miss"
         " what they should hold.",
     )
+    listing: dict[str, int] = Field(
+        default_factory=dict,
+        description="A field asked without a value listed in part: {nodes: how many the"
+        " context lists, of: how many of the scope state it} (empty when listed whole).",
+    )
     retrieved: dict[str, list[str]] = Field(description="Node ids per retriever.")
     cost: QueryCostOut
     context: dict[str, list[dict[str, Any]]] | None = Field(

@@ -140,6 +140,29 @@ def test_composer_prefers_aggregated_facets_and_cites_only_the_context():
     assert out["citation"] == ["seat:s1"]
 
 
+def test_a_listing_counts_a_speaking_seat_by_its_projects_beside_lone_projects():
+    # The listing holds the shallowest stating node of each branch: a seat speaking for its
+    # three projects, and a project of a seat that states no role.
+    def facet(node: str, level: str, value: str, support: int) -> dict[str, object]:
+        return {"node_id": node, "level": level, "label": node, "field": "title",
+                "value": value, "support": support}  # fmt: skip
+
+    out = compose(
+        _payload(
+            question="Which roles do we usually hire for?",
+            intent="preferences",
+            pairs=[{"field": "title", "value": ""}],
+            scope={"level": "contract", "node_id": "contract:c1"},
+            facets=[
+                facet("seat:s1", "seat", "Data Engineer", 3),
+                facet("project:p9", "project", "Data Engineer", 0),
+            ],  # fmt: skip
+        )
+    )
+    assert out["answer"] == "roles: Data Engineer (4 projects)."
+    assert out["citation"] == ["seat:s1", "project:p9"]
+
+
 def test_composer_finds_projects_by_their_own_facets():
     facets = []
     for pid, city, level in (

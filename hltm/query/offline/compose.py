@@ -194,10 +194,10 @@ def _field_values(payload: Payload, field: str) -> tuple[list[str], list[str], s
 
 def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
     """(values with their project counts, best first; the nodes stating them) of a field the
-    question leaves open, over the nodes below a contract or seat scope: each project counts
-    once for each distinct value it states (spellings merged); without project facets, a seat's
-    value counts the projects supporting it. Empty at a project scope or when nothing below the
-    scope states the field."""
+    question leaves open, over the nodes below a contract or seat scope (the retriever lists
+    the shallowest node of each branch that states it): each project counts once for each
+    distinct value it states (spellings merged), a seat's value the projects supporting it.
+    Empty at a project scope or when nothing below the scope states the field."""
     scope = payload.get("scope") or {}
     if scope.get("level") not in ("contract", "seat"):
         return [], []
@@ -206,8 +206,6 @@ def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
         for f in payload.get("facets", [])
         if f.get("field") == field and f.get("node_id") != scope.get("node_id")
     ]
-    if any(f.get("level") == "project" for f in facets):
-        facets = [f for f in facets if f.get("level") == "project"]
     counts: dict[str, int] = defaultdict(int)
     spelling: dict[str, str] = {}
     seen: set[tuple[str, str]] = set()
