@@ -1,8 +1,9 @@
 """`hltm refresh`: after an ingest, bring everything derived from the sources up to date.
 
 It runs the Dagster jobs the sensors would start, in their order, as runs of the code location
-(so the UI lists them): `refresh_memory_tree` over every stale node (what `source_changes`
-requests; only nodes whose sources, hints or settings changed are rebuilt), `calibrate_vacancies`
+(so the UI lists them): `refresh_memory_tree` over every contract's memory partition (what
+`source_changes` requests for the changed ones; only nodes whose sources, hints or settings
+changed are rebuilt), `calibrate_vacancies`
 (what `vacancy_changes` and `memory_calibration` request), then `judge_refresh` (what
 `judge_nightly` runs: pools, judge scores within the budget of cold evaluations, the quote gate,
 published rankings). Each step is a no-op on what is already current.
@@ -18,8 +19,6 @@ from hltm.warehouse import connect, store_exists
 from hltm_cli.common import settings, uses_data
 from hltm_cli.dagster_runs import dagster_home
 from hltm_cli.demo import build_memory, calibrate_all, print_summary, run_step
-
-ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 
 
 @click.command()
@@ -40,7 +39,7 @@ def refresh(budget: int, workers: int) -> None:
     steps = [
         run_step(
             "memory tree: rebuild what the sources changed (Dagster: refresh_memory_tree)",
-            lambda: build_memory("refresh_memory_tree", ALL_STALE),
+            build_memory,
         ),
         run_step(
             "calibrate every vacancy from its recruiter's memory (Dagster: calibrate_vacancies)",
