@@ -94,19 +94,15 @@ def refresh_memory(
     import dagster as dg
 
     from hltm.memory.planner import memory_partitions
-    from hltm_dagster.defs.memory.assets import CONTRACTS, REFRESH_JOB
-    from hltm_dagster.instance import added_ranges, partition_range_tags
+    from hltm_dagster.defs.memory.assets import CONTRACTS, REFRESH_JOB, refresh_tags
 
     cfg, name = settings(), str(CONTRACTS.name)
     wanted = memory_partitions(cfg.sources_db, cfg.derived_db) if contracts is None else contracts
     dagster_home()
     with dg.DagsterInstance.get() as instance:
-        ranges = added_ranges(instance, name, wanted)
+        runs = refresh_tags(instance, wanted)
     config = {"ops": {"memory_tree": {"config": {"from_scratch": True}}}} if from_scratch else None
-    results = [
-        run_job(REFRESH_JOB, config, tags=partition_range_tags(start, end), fail_on_error=False)
-        for start, end in ranges
-    ]
+    results = [run_job(REFRESH_JOB, config, tags=tags, fail_on_error=False) for tags in runs]
     kept = memory_partitions(cfg.sources_db, cfg.derived_db)
     with dg.DagsterInstance.get() as instance:
         for key in sorted(set(instance.get_dynamic_partitions(name)) - kept):

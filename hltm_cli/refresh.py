@@ -26,8 +26,13 @@ from hltm_cli.demo import build_memory, calibrate_all, print_summary, run_step
 @click.option(
     "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
 )
+@click.option(
+    "--from-scratch",
+    is_flag=True,
+    help="Drop every stored memory node first and rebuild each (after a change of embedding model).",
+)
 @uses_data
-def refresh(budget: int, workers: int) -> None:
+def refresh(budget: int, workers: int, from_scratch: bool) -> None:
     """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
     of the same jobs the sensors start)."""
     from hltm_cli.judge import demo_judge
@@ -39,7 +44,7 @@ def refresh(budget: int, workers: int) -> None:
     steps = [
         run_step(
             "memory tree: rebuild what the sources changed (Dagster: refresh_memory_tree)",
-            build_memory,
+            lambda: build_memory(from_scratch),
         ),
         run_step(
             "calibrate every vacancy from its recruiter's memory (Dagster: calibrate_vacancies)",

@@ -17,9 +17,10 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 
 from hltm.embeddings import CachedEmbedder, EmbeddingStats
 from hltm.memory import MemoryConfig, builder_from_settings
+from hltm.memory.planner import memory_partitions
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS, refresh_tags
 from hltm_dagster.defs.memory.sensors import source_changes
 from hltm_dagster.defs.sources.assets import source_tables
 from hltm_dagster.resources import MemoryTreeResource, build_resources
@@ -118,14 +119,9 @@ def refresh_all(
 ) -> dg.ExecuteInProcessResult:
     """A run of `refresh_memory_tree` over every contract's partition (as `hltm refresh` runs
     it), `run`: more `execute_in_process` arguments."""
-    from hltm.memory.planner import memory_partitions
-    from hltm_dagster.instance import added_ranges, partition_range_tags
-
-    ((start, end),) = added_ranges(
-        instance, "contracts", memory_partitions(settings.sources_db, settings.derived_db)
-    )
+    (tags,) = refresh_tags(instance, memory_partitions(settings.sources_db, settings.derived_db))
     job = defs.resolve_job_def("refresh_memory_tree")
-    return job.execute_in_process(instance=instance, tags=partition_range_tags(start, end), **run)
+    return job.execute_in_process(instance=instance, tags=tags, **run)
 
 
 def level_metadata(result: dg.ExecuteInProcessResult) -> dict[tuple[str, str], dict[str, Any]]:

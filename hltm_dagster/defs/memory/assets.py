@@ -34,6 +34,7 @@ from hltm.runlock import MEMORY_REFRESH
 from hltm.warehouse import connect, store_exists
 from hltm_dagster.defs.patterns.assets import MEMORY_HINTS_KEY
 from hltm_dagster.defs.sources.assets import source_key
+from hltm_dagster.instance import added_ranges, partition_range_tags
 from hltm_dagster.resources import PlatformResource, WarehouseResource
 
 MEMORY_GROUP = "memory"
@@ -305,3 +306,10 @@ refresh_memory_tree = dg.define_asset_job(
     tags={REFRESH_TAG: "refresh"},
 )
 MEMORY_JOBS = [refresh_memory_tree]
+
+
+def refresh_tags(instance: dg.DagsterInstance, contracts: set[str]) -> list[dict[str, str]]:
+    """The tags of the `refresh_memory_tree` runs over these contracts: their partitions added
+    first, then one run per contiguous range of them."""
+    ranges = added_ranges(instance, str(CONTRACTS.name), contracts)
+    return [partition_range_tags(start, end) for start, end in ranges]
