@@ -88,7 +88,7 @@ _COSTS = (
 
 
 def _level_metadata(
-    level: str, contract: str, tree: Tree, reports: list[NodeReport]
+    level: str, contract: str, tree: Tree, purged_from: dict[str, str], reports: list[NodeReport]
 ) -> dict[str, Any]:
     """One level's materialization of one contract: every node of the level with its version,
     what this run rebuilt or purged (each node's exact lineage, item counts and cost) and the
@@ -97,7 +97,9 @@ def _level_metadata(
         n: tree.versions[n] for n in tree.ids(level) if tree.nodes[n].contract_id == contract
     }
     mine = [
-        r for r in reports if r.level == level and (r.node_id in versions or r.status == "deleted")
+        r
+        for r in reports
+        if r.level == level and (r.node_id in versions or purged_from.get(r.node_id) == contract)
     ]
     rebuilt = {r.node_id: r.metadata() for r in mine if r.status == "built"}
     purged = {r.node_id: r.previous_version for r in mine if r.status == "deleted"}
@@ -138,12 +140,13 @@ def _refresh_contracts(
             f" {len(reindexed)} node(s) whose items were missing"
         )
         context.log.warning(repairs[-1])
-    tree = builder.tree()
-    plan: Plan = plan_contracts(tree, builder.store.built(), contracts)
+    tree, built = builder.tree(), builder.store.built()
+    plan: Plan = plan_contracts(tree, built, contracts)
     context.log.info(f"plan: {plan.describe()}")
     reports = [*builder.delete(plan.deletes), *builder.build(plan.rebuilds)]
-    if plan.deletes and not platform.vectors.host:  # deleted items leave Chroma's log too
+    if not platform.vectors.host:  # deleted and replaced items leave Chroma's log too
         compact_chroma_log(Path(platform.vectors.path))
+    purged_from = {n: built[n].contract_id for n in plan.deletes}
     failed = [r for r in reports if r.status == "failed"]
     statuses = Counter(f"{r.level} {r.status}" for r in reports)
     context.log.info(
@@ -163,7 +166,7 @@ def _refresh_contracts(
             },
         )
     for level in LEVELS:
-        per_contract = {c: _level_metadata(level, c, tree, reports) for c in contracts}
+        per_contract = {c: _level_metadata(level, c, tree, purged_from, reports) for c in contracts}
         if level == "contract" and repairs:  # what the run repaired first, shown with the tree
             for meta in per_contract.values():
                 meta["repairs"] = dg.MetadataValue.json(repairs)
