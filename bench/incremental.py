@@ -5,7 +5,8 @@
     python bench/incremental.py --verify        # also check incremental == a from-scratch rebuild
     python bench/incremental.py --llm-delay-ms 300 --concurrency 1,8   # LLM-bound full rebuilds
 
-With ``--concurrency`` the bench instead times full rebuilds (`rebuild_memory_tree`) through the
+With ``--concurrency`` the bench instead times full rebuilds (`refresh_memory_tree` over every
+contract) through the
 real `openai` client against the local protocol server, which answers every call after a fixed
 delay (``--llm-delay-ms``, like a remote model), once per concurrency level (the memory build's
 `workers`), each on a fresh memory store with the same warm embedding cache (so embedding does
@@ -19,9 +20,11 @@ projects, 195 LLM calls: about a minute at 300 ms per call with 1 worker).
 Steps, all in one process on an ephemeral Dagster instance:
 
 1. generate the sample world and ingest it into a fresh data directory (cold stores and caches);
-2. full rebuild: the `rebuild_memory_tree` job (every node, leaves → seats → contracts);
+2. full rebuild: one run of the memory's asset job `refresh_memory_tree` over every contract's
+   partition (every node, each parent after its children);
 3. one change: a sentence appended to one document of one project, through the ingest API;
-4. refresh: the `source_changes` sensor evaluates, and its single run request is executed.
+4. refresh: the `source_changes` sensor evaluates, and its one run request (the changed
+   contract's partition) is executed.
 
 LLM calls and tokens are counted at the LLM interface (o200k_base) whichever backend answers, so
 the offline figures are what a real model would be sent. Wall time includes Dagster (run start,
@@ -54,7 +57,7 @@ from hltm.memory.models import node_id_for
 from hltm.memory.store import StoreSnapshot
 from hltm.settings import E5_ONNX_BACKEND, Settings
 from hltm.sources.ingest import ingest_directory
-from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_JOBS
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_JOBS, REFRESH_JOB, refresh_tags
 from hltm_dagster.defs.memory.sensors import source_changes
 from hltm_dagster.resources import MemoryTreeResource, build_resources
 from hltm_devkit.generator import SIZES, generate_world
@@ -80,7 +83,7 @@ class Figures:
         out = cls(seconds=seconds, cpu_seconds=cpu_seconds)
         for event in result.get_asset_materialization_events():
             meta = event.materialization.metadata  # type: ignore[union-attr]
-            out.nodes_rebuilt += 1
+            out.nodes_rebuilt += int(meta["rebuilt_nodes"].value)  # type: ignore[attr-defined]
             out.llm_calls += int(meta["llm_calls"].value)  # type: ignore[attr-defined]
             out.prompt_tokens += int(meta["prompt_tokens"].value)  # type: ignore[attr-defined]
             out.completion_tokens += int(meta["completion_tokens"].value)  # type: ignore[attr-defined]
@@ -195,13 +198,15 @@ def concurrency_bench(args: argparse.Namespace, workdir: Path) -> int:
             settings = settings_for(f"workers-{workers}", workers)
             resources = build_resources(settings, memory_tree=MemoryTreeResource(workers=workers))
             defs = dg.Definitions(assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, resources=resources)
-            job = defs.get_job_def("rebuild_memory_tree")
+            job = defs.resolve_job_def(REFRESH_JOB)
             instance = dg.DagsterInstance.ephemeral()  # set-up, not part of a rebuild
+            (tags,) = refresh_tags(instance, set(world.contracts))
             print(f"full rebuild with {workers} LLM call(s) in flight …", flush=True)
             httpx.delete(stats_url, timeout=10)
             started, cpu = time.perf_counter(), time.process_time()
             result = job.execute_in_process(
                 instance=instance,
+                tags=tags,
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
             )
             seconds = time.perf_counter() - started
@@ -286,11 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     instance = dg.DagsterInstance.ephemeral()
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
-    print("full rebuild (rebuild_memory_tree, cold caches) …", flush=True)
+    print(f"full rebuild ({REFRESH_JOB} over every contract, cold caches) …", flush=True)
+    (tags,) = refresh_tags(instance, set(world.contracts))
     started, cpu = time.perf_counter(), time.process_time()
-    result = defs.get_job_def("rebuild_memory_tree").execute_in_process(
-        instance=instance,
-        run_config={**quiet, "ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}},
+    result = defs.resolve_job_def(REFRESH_JOB).execute_in_process(
+        instance=instance, tags=tags, run_config=quiet
     )
     full = Figures.of_run(result, time.perf_counter() - started, time.process_time() - cpu)
     assert result.success
@@ -312,16 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     evaluation = tick(cursor)
     assert isinstance(evaluation, dg.SensorResult) and len(evaluation.run_requests or []) == 1
     request = evaluation.run_requests[0]  # type: ignore[index]
-    result = defs.get_job_def("refresh_memory_tree").execute_in_process(
-        run_config={**request.run_config, **quiet}, instance=instance
+    result = defs.resolve_job_def(REFRESH_JOB).execute_in_process(
+        run_config=quiet, instance=instance, tags=request.tags
     )
     one = Figures.of_run(result, time.perf_counter() - started, time.process_time() - cpu)
     assert result.success
-    targets = request.run_config["ops"]["plan_memory_refresh"]["config"]
-    print(
-        f"sensor → one run over {targets['projects']} + {targets['seats']} + "
-        f"{targets['contracts']}\n"
-    )
+    counts = {k: request.tags[f"hltm/{k}"] for k in ("projects", "seats", "contracts")}
+    print(f"sensor → one run rebuilding {counts} node(s)\n")
     print(table(full, one))
 
     if args.verify:

@@ -94,7 +94,7 @@ class Deleted:
 @dataclass
 class PurgeReport:
     purged: dict[str, int] = field(default_factory=dict)  # store → rows or items removed
-    # Purged memory nodes still in the sources: to rebuild (`refresh_run_config(plan)`).
+    # Purged memory nodes still in the sources: to rebuild (a refresh of their contracts).
     memory_to_rebuild: Plan = field(default_factory=Plan)
 
     def summary(self) -> str:

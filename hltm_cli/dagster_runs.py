@@ -18,7 +18,6 @@ QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Jobs whose work runs one at a time per data dir (`hltm.runlock`): a second one waits.
 EXCLUSIVE = {
     "refresh_memory_tree": MEMORY_REFRESH,
-    "rebuild_memory_tree": MEMORY_REFRESH,
     "judge_refresh": JUDGE_RUN,
 }
 
@@ -84,20 +83,33 @@ def raise_failed(name: str, result: Any, totals: dict[str, Any] | None = None) -
     fail(f"Dagster job '{name}' failed: " + ("\n".join(reasons) or "see dagster dev") + done)
 
 
-def op_output(result: Any, op: str) -> Any:
-    """An op's output, read back through the run's IO manager: a run of the code location opens
-    its context for that (`with result`), an in-process test run needs none."""
-    if not hasattr(result, "__enter__"):
-        return result.output_for_node(op)
-    with result:
-        return result.output_for_node(op)
+def refresh_memory(
+    contracts: set[str] | None = None, from_scratch: bool = False, fail_on_error: bool = True
+) -> list[Any]:
+    """Runs of the memory's asset job over these contracts' partitions (None: every contract
+    the sources or the store holds), one per contiguous range of them: what the
+    `source_changes` sensor requests, and the UI's Materialize of those partitions. The
+    partitions of contracts neither holds any more (purged by the runs) are dropped after. Each
+    run is returned (whether it failed or not, with `fail_on_error=False`)."""
+    import dagster as dg
 
+    from hltm.memory.planner import memory_partitions
+    from hltm_dagster.defs.memory.assets import CONTRACTS, REFRESH_JOB, refresh_tags
 
-def refresh_memory(plan: Any) -> Any:
-    """A `refresh_memory_tree` run of a refresh plan, returned whether it failed or not."""
-    from hltm_dagster.defs.memory.assets import refresh_run_config
-
-    return run_job("refresh_memory_tree", refresh_run_config(plan), fail_on_error=False)
+    cfg, name = settings(), str(CONTRACTS.name)
+    wanted = memory_partitions(cfg.sources_db, cfg.derived_db) if contracts is None else contracts
+    dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        runs = refresh_tags(instance, wanted)
+    config = {"ops": {"memory_tree": {"config": {"from_scratch": True}}}} if from_scratch else None
+    results = [run_job(REFRESH_JOB, config, tags=tags, fail_on_error=False) for tags in runs]
+    kept = memory_partitions(cfg.sources_db, cfg.derived_db)
+    with dg.DagsterInstance.get() as instance:
+        for key in sorted(set(instance.get_dynamic_partitions(name)) - kept):
+            instance.delete_dynamic_partition(name, key)
+    for result in results if fail_on_error else []:
+        raise_failed(REFRESH_JOB, result)
+    return results
 
 
 def vacancy_runs(job: str, wanted: set[str], run_config: dict | None = None) -> list[Any]:

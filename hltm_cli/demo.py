@@ -19,7 +19,7 @@ from hltm_cli.dagster_runs import (
     calibrate_vacancies,
     dagster_home,
     last_probe_month,
-    op_output,
+    refresh_memory,
     run_job,
 )
 from hltm_devkit.sizes import SIZES
@@ -41,23 +41,25 @@ DEMO_EVALUATED = ("golden_evaluation", "memory_evaluation", "judge_stats_report"
 DEMO_PROBE = {"ops": {"recall_probe": {"config": {"sample_size": 4}}}}
 
 
-def build_memory(job_name: str, run_config: dict | None = None) -> str:
-    """Run a memory job (`rebuild_memory_tree`, or `refresh_memory_tree` as the sensor does)
-    and say what it built and what it cost."""
-    result = run_job(job_name, run_config)
-    repairs = op_output(result, "plan_memory_refresh").get("repairs", [])
-    built: dict[str, int] = {}
+def build_memory(from_scratch: bool = False) -> str:
+    """Make the whole memory tree current (`refresh_memory_tree` over every contract's
+    partition, as the sensor runs it) and say what it rebuilt and what it cost."""
+    results = refresh_memory(from_scratch=from_scratch)
+    repairs: list[str] = []
+    built = {level: 0 for level in ("project", "seat", "contract")}
     totals = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "embedding_calls": 0}
-    for event in result.get_asset_materialization_events():
-        level = event.asset_key.to_user_string().removesuffix("_memory")
-        built[level] = built.get(level, 0) + 1
-        metadata = event.materialization.metadata
-        for key in totals:
-            totals[key] += int(metadata[key].value) if key in metadata else 0
+    for result in results:
+        for event in result.get_asset_materialization_events():
+            level = event.asset_key.to_user_string().removesuffix("_memory")
+            metadata = {k: v.value for k, v in event.materialization.metadata.items()}
+            built[level] += int(metadata.get("rebuilt_nodes", 0))
+            for key in totals:
+                totals[key] += int(metadata.get(key, 0))
+            repairs += [r for r in metadata.get("repairs", []) if r not in repairs]
     said = "".join(f"repaired: {line}\n" for line in repairs)
-    if not built:
+    if not any(built.values()):
         return said + "already current: nothing to rebuild"
-    nodes = ", ".join(f"{built.get(level, 0)} {level}" for level in ("project", "seat", "contract"))
+    nodes = ", ".join(f"{n} {level}" for level, n in built.items())
     return said + (
         f"built {nodes} nodes; {totals['llm_calls']} LLM calls, "
         f"{totals['prompt_tokens'] + totals['completion_tokens']} tokens (o200k_base), "
@@ -273,8 +275,8 @@ def demo(seed: int, size: str) -> None:
         run_step("observe sources in Dagster", observe),
         run_step("adaptation: mine the query log for patterns → memory hints", patterns),
         run_step(
-            "memory tree: projects → seats → contracts (Dagster: rebuild_memory_tree)",
-            lambda: build_memory("rebuild_memory_tree"),
+            "memory tree: projects → seats → contracts (Dagster: refresh_memory_tree)",
+            build_memory,
         ),
         run_step("a cited answer from the memory, scoped to one seat", ask),
         run_step(

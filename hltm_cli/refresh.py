@@ -1,8 +1,9 @@
 """`hltm refresh`: after an ingest, bring everything derived from the sources up to date.
 
 It runs the Dagster jobs the sensors would start, in their order, as runs of the code location
-(so the UI lists them): `refresh_memory_tree` over every stale node (what `source_changes`
-requests; only nodes whose sources, hints or settings changed are rebuilt), `calibrate_vacancies`
+(so the UI lists them): `refresh_memory_tree` over every contract's memory partition (what
+`source_changes` requests for the changed ones; only nodes whose sources, hints or settings
+changed are rebuilt), `calibrate_vacancies`
 (what `vacancy_changes` and `memory_calibration` request), then `judge_refresh` (what
 `judge_nightly` runs: pools, judge scores within the budget of cold evaluations, the quote gate,
 published rankings). Each step is a no-op on what is already current.
@@ -19,16 +20,19 @@ from hltm_cli.common import BUDGET_HELP, settings, uses_data
 from hltm_cli.dagster_runs import dagster_home
 from hltm_cli.demo import build_memory, calibrate_all, print_summary, run_step
 
-ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
-
 
 @click.command()
 @click.option("--budget", type=click.IntRange(min=0), default=None, help=BUDGET_HELP)
 @click.option(
     "--workers", type=int, default=0, help="Parallel LLM calls (default: HLTM_LLM_CONCURRENCY)."
 )
+@click.option(
+    "--from-scratch",
+    is_flag=True,
+    help="Drop every stored memory node first and rebuild each (after a change of embedding model).",
+)
 @uses_data
-def refresh(budget: int | None, workers: int) -> None:
+def refresh(budget: int | None, workers: int, from_scratch: bool) -> None:
     """Rebuild the memory of what changed, re-calibrate and re-rank every vacancy (Dagster runs
     of the same jobs the sensors start)."""
     from hltm_cli.judge import demo_judge
@@ -40,7 +44,7 @@ def refresh(budget: int | None, workers: int) -> None:
     steps = [
         run_step(
             "memory tree: rebuild what the sources changed (Dagster: refresh_memory_tree)",
-            lambda: build_memory("refresh_memory_tree", ALL_STALE),
+            lambda: build_memory(from_scratch),
         ),
         run_step(
             "calibrate every vacancy from its recruiter's memory (Dagster: calibrate_vacancies)",

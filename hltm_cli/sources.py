@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from hltm.memory.models import split_node_id
 from hltm.memory.tree import Plan
 from hltm.sources.ingest import OtherWorld, ingest_directory
 from hltm.sources.schema import LANGUAGES
@@ -142,25 +143,27 @@ def quarantine(show_all: bool) -> None:
 
 
 def rebuild_purged_memory(plan: Plan) -> None:
-    """Rebuild the memory nodes a deletion purged (a `refresh_memory_tree` run), or say exactly
-    what is missing and how to finish. Readers never saw the deleted rows meanwhile: the purged
-    nodes were gone before this starts."""
+    """Rebuild the memory nodes a deletion purged (a `refresh_memory_tree` run of their
+    contracts' partitions), or say exactly what is missing and how to finish. Readers never saw
+    the deleted rows meanwhile: the purged nodes were gone before this starts."""
     if not plan.rebuilds:
         return
     from hltm_cli.dagster_runs import refresh_memory, step_failures
 
     nodes = ", ".join(plan.rebuilds)
-    result = refresh_memory(plan)
-    if result.success:
-        click.echo(f"rebuilt the memory it held without it: {nodes} (run {result.run_id[:8]})")
+    contracts = {split_node_id(n)[1] for n in plan.contracts}
+    results = refresh_memory(contracts, fail_on_error=False)
+    runs = ", ".join(r.run_id[:8] for r in results)
+    if all(r.success for r in results):
+        click.echo(f"rebuilt the memory it held without it: {nodes} (run {runs})")
         return
-    reasons = "\n".join(step_failures(result)) or "see the run in dagster dev"
+    reasons = "\n".join(line for r in results for line in step_failures(r))
     click.secho(
         f"warning: the memory of {nodes} was purged with the deleted rows, and its rebuild"
-        f" (run {result.run_id[:8]}) failed:\n{reasons}\nUntil it is rebuilt, answers about"
-        " them say there is no memory (nothing deleted is ever served). The source_changes"
-        " sensor rebuilds them on its next tick when the daemon runs; without it, run"
-        " `dagster job execute -m hltm_dagster.definitions -j rebuild_memory_tree`.",
+        f" (run {runs}) failed:\n{reasons or 'see the run in dagster dev'}\nUntil it is"
+        " rebuilt, answers about them say there is no memory (nothing deleted is ever served)."
+        " The source_changes sensor rebuilds them on its next tick when the daemon runs;"
+        " without it, run `hltm refresh`.",
         fg="yellow",
         err=True,
     )

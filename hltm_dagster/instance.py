@@ -32,7 +32,7 @@ import dagster as dg
 # Dagster's private API, used here and nowhere else (tests/shell/test_private_api.py pins each
 # name, so an upgrade that moves one fails there first). No public equivalent exists for: the run
 # launcher's health check (what makes a killed run FAILED), the tags Dagster itself reads (a
-# runless observation's data version; a sensor run's key; the partition range of a single-run
+# runless observation's data version; the partition range of a single-run
 # backfill, which a run of many partitions carries), and executing a run of the code
 # location in this process (`located_job`, `execute_located`).
 from dagster._core.definitions.data_version import DATA_VERSION_TAG as DATA_VERSION_TAG
@@ -43,7 +43,6 @@ from dagster._core.storage.tags import (
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG as ASSET_PARTITION_RANGE_START_TAG,
 )
-from dagster._core.storage.tags import RUN_KEY_TAG as RUN_KEY_TAG
 from dagster._serdes.config_class import ConfigurableClassData
 
 from hltm.settings import Settings
@@ -231,6 +230,16 @@ def partition_range_tags(start: str, end: str) -> dict[str, str]:
     """The tags of one run over the partitions `start`…`end` of an asset whose backfill policy
     is a single run (what a backfill of that range launches)."""
     return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}
+
+
+def added_ranges(instance: Any, name: str, wanted: set[str]) -> list[tuple[str, str]]:
+    """The partitions `wanted` of the dynamic partition set `name` (the missing ones added
+    first), as contiguous ranges of its order: a run each of an asset job whose backfill policy
+    is a single run (one run, unless partitions were deleted in between)."""
+    known = set(instance.get_dynamic_partitions(name))
+    if missing := sorted(wanted - known):
+        instance.add_dynamic_partitions(name, missing)
+    return partition_ranges(list(instance.get_dynamic_partitions(name)), wanted)
 
 
 def partition_ranges(order: list[str], wanted: set[str]) -> list[tuple[str, str]]:

@@ -5,8 +5,9 @@ port, opens it in Debian's Chromium driven by Playwright — the installed brows
 downloaded at run time — and checks what a user looks at:
 
 * the asset graph: the memory, calibration and judge assets are drawn, their groups open;
-* a memory partition: a project node's page shows its metadata (version, facets, LLM calls);
-* a run under its job: *Jobs → rebuild_memory_tree / judge_refresh → Runs* list a successful run;
+* a memory partition: a contract's `project_memory` page lists its nodes (versions, what was
+  rebuilt, LLM calls);
+* a run under its job: *Jobs → refresh_memory_tree / judge_refresh → Runs* list a successful run;
 * the checks: `seat_memory`'s check is evaluated and passed;
 * the lineage where memory and judge meet.
 
@@ -67,7 +68,7 @@ class Page:
     what: str
 
 
-def pages(project: str) -> list[Page]:
+def pages(contract: str) -> list[Page]:
     """Every page the docs show, in the order a user meets them."""
     graph = ("project_memory", "seat_memory", "contract_memory", "calibration", "candidate_pools",
              "judge_scores", "rankings")  # fmt: skip
@@ -80,15 +81,15 @@ def pages(project: str) -> list[Page]:
         ),
         Page(
             "ui-memory-partition",
-            f"/assets/project_memory?view=partitions&partition={project}",
-            (f"project:{project}", "llm_calls", "facets", "version"),
-            f"the memory partition {project} and its metadata",
+            f"/assets/project_memory?view=partitions&partition={contract}",
+            (contract, "rebuilt_nodes", "versions", "llm_calls"),
+            f"the memory partition {contract} and its metadata",
         ),
         Page(
-            "ui-runs-rebuild-memory-tree",
-            "/locations/definitions/jobs/rebuild_memory_tree/runs",
-            ("rebuild_memory_tree", "Success"),
-            "a run under its job: Jobs → rebuild_memory_tree → Runs",
+            "ui-runs-refresh-memory-tree",
+            "/locations/definitions/jobs/refresh_memory_tree/runs",
+            ("refresh_memory_tree", "Success"),
+            "a run under its job: Jobs → refresh_memory_tree → Runs",
         ),
         Page(
             "ui-runs-judge-refresh",
@@ -160,7 +161,7 @@ def running_ui(settings: Settings, port: int, log: Path) -> Iterator[str]:
                 server.wait()
 
 
-def check(base: str, shots: Path, project: str, say: Callable[[str], None]) -> list[str]:
+def check(base: str, shots: Path, contract: str, say: Callable[[str], None]) -> list[str]:
     """Open each page in Chromium, wait for what it must show, save it; the problems found."""
     from playwright.sync_api import Error, sync_playwright
 
@@ -169,7 +170,7 @@ def check(base: str, shots: Path, project: str, say: Callable[[str], None]) -> l
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
-            shown_pages = pages(project)
+            shown_pages = pages(contract)
             for shown in shown_pages:
                 page.goto(base + shown.path)
                 missing = []
@@ -213,13 +214,13 @@ def skip_welcome(page: BrowserPage) -> None:
         skip.wait_for(state="hidden", timeout=SHOWN_WAIT_MS)
 
 
-def first_project(settings: Settings) -> str | None:
+def first_contract(settings: Settings) -> str | None:
     from hltm.warehouse import connect
 
     if not settings.sources_db.exists():
         return None
     with connect(settings.sources_db, read_only=True) as con:
-        row = con.execute("SELECT min(project_id) FROM projects").fetchone()
+        row = con.execute("SELECT min(contract_id) FROM contracts").fetchone()
     return row[0] if row else None
 
 
@@ -228,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs", help="where the PNGs go")
     args = parser.parse_args(argv)
     settings = Settings.from_env()
-    project = first_project(settings)
-    if project is None or not (settings.dagster_home / "history").exists():
+    contract = first_contract(settings)
+    if contract is None or not (settings.dagster_home / "history").exists():
         print(f"error: no demo world in {settings.data_dir}: run `make demo` first")
         return 1
     if not CHROMIUM.exists():
@@ -239,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     log = settings.data_dir / "ui-check.log"
     with running_ui(settings, _free_port(), log) as base:
         print(f"UI on {base} (log: {log})")
-        problems = check(base, args.out, project, print)
+        problems = check(base, args.out, contract, print)
     for problem in problems:
         print(f"error: {problem}")
-    print(f"{len(pages(project)) - len(problems)} of {len(pages(project))} pages as expected")
+    print(f"{len(pages(contract)) - len(problems)} of {len(pages(contract))} pages as expected")
     return 1 if problems else 0
 
 

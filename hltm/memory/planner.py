@@ -19,13 +19,15 @@ Each evaluation:
    have no change log (an older ingest wrote them) or changed without one. Every
    `FULL_DIFF_EVERY_S` a periodic full diff is spread over the next ticks, `SWEEP_BUCKETS` store
    buckets of contracts each;
-3. adds / deletes dynamic partitions so they match the diffed nodes (≤ 25,000 requests per
-   evaluation, the rest on the next ticks), and asks for one refresh run for the
-   affected set, with a deterministic run key (sha1 of the change set and the cursor's sequence
-   number).
+3. adds / deletes the memory's partitions (one per contract: those of the sources, and those
+   still stored, whose purge is a run of that partition) so they match the diffed contracts
+   (≤ 25,000 requests per evaluation, the rest on the next ticks), and asks for one refresh of
+   the affected contracts — the contracts of the changed leaves and their ancestor chains, old
+   and new for a move — with a deterministic key (sha1 of the change set and the cursor's
+   sequence number).
 
-The cursor remembers the run it requested and the change number its diff started from. If that
-run fails or is canceled (a killed run is failed by run monitoring), the next tick diffs again
+The cursor remembers the refresh it requested and the change number its diff started from. If
+one of its runs fails or is canceled (a killed run is failed by run monitoring), the next tick diffs again
 from that older change number: the contracts the run did not reach are requested again,
 although the change log has nothing newer for them. Diffing against what is *stored* (not against the previous
 tick) makes the sensor self-healing: nodes a failed run left stale are requested again, and
@@ -53,9 +55,10 @@ from hltm.memory.changes import (
     store_digests,
 )
 from hltm.memory.inputs import sources_watermark
-from hltm.memory.models import LEVELS, split_node_id
-from hltm.memory.tree import Plan, VersionConfig
-from hltm.warehouse import connect
+from hltm.memory.models import split_node_id
+from hltm.memory.store import MEMORY_TABLE
+from hltm.memory.tree import Plan, VersionConfig, contracts_of
+from hltm.warehouse import connect, store_exists, table_exists
 
 # Dagster's advice: at most 25k partition adds/deletes per sensor evaluation.
 MAX_PARTITION_REQUESTS = 25_000
@@ -67,32 +70,42 @@ SWEEP_BUCKETS = 32
 # Cursors of another layout (the full-diff-only sensor had none) trigger one full diff.
 CURSOR_FORMAT = 2
 
-# The partition keys of `level` among `keys` (None: all of them) that exist now.
-ExistingPartitions = Callable[[str, set[str] | None], set[str]]
-
-
-@dataclass(frozen=True)
-class PartitionChange:
-    """Partition keys of one tree level to add and to delete."""
-
-    level: str
-    adds: list[str]
-    deletes: list[str]
+# The memory partitions (contract ids) among `keys` (None: all of them) that exist now.
+ExistingPartitions = Callable[[set[str] | None], set[str]]
 
 
 @dataclass(frozen=True)
 class RefreshDecision:
-    """One evaluation's answer. `plan` is set when a refresh must run (with `run_key` and its
-    `tags`), else `skip` says why not; `cursor` is the next cursor (None: keep the old one);
-    `notes` say what was diffed and why."""
+    """One evaluation's answer. `plan` is set when a refresh must run, with the `contracts` (the
+    memory partitions) it touches, its `run_key` and `tags`; else `skip` says why not; `cursor`
+    is the next cursor (None: keep the old one); `adds` / `deletes`: the partitions to add and
+    to delete; `notes` say what was diffed and why."""
 
     cursor: str | None
     skip: str | None = None
     plan: Plan | None = None
+    contracts: list[str] = field(default_factory=list)
     run_key: str = ""
     tags: dict[str, str] = field(default_factory=dict)
-    partitions: list[PartitionChange] = field(default_factory=list)
+    adds: list[str] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def memory_partitions(sources_db: Path, derived_db: Path) -> set[str]:
+    """The memory's partitions a whole-tree refresh runs over: every contract of the sources,
+    and every contract still stored (its purge is a run of its partition)."""
+    contracts: set[str] = set()
+    for path, sql in (
+        (sources_db, "SELECT contract_id FROM contracts"),
+        (derived_db, f"SELECT DISTINCT contract_id FROM {MEMORY_TABLE}"),
+    ):
+        if store_exists(path):
+            with connect(path, read_only=True) as con:
+                table = sql.rsplit(" ", 1)[-1]
+                if table_exists(con, table):
+                    contracts |= {str(r[0]) for r in con.execute(sql).fetchall()}
+    return contracts
 
 
 def read_cursor(raw: str | None) -> dict[str, object]:
@@ -110,8 +123,8 @@ def _digests(value: object) -> dict[str, str]:
 def unsucceeded_request(
     previous: dict[str, object], ended_badly: Callable[[str], bool]
 ) -> dict[str, object] | None:
-    """The last requested refresh (its run key and the change number its diff started from)
-    if its run ended without succeeding: failed, canceled, or killed (run monitoring fails it).
+    """The last requested refresh (its key and the change number its diff started from) if one
+    of its runs ended without succeeding: failed, canceled, or killed (run monitoring fails it).
     A run still queued or running holds the refresh slot, so the caller skips anyway."""
     requested = previous.get("requested")
     if not isinstance(requested, dict):
@@ -146,7 +159,8 @@ def plan_refresh(
     now: float,
 ) -> RefreshDecision:
     """What the memory tree needs now: nothing (a cheap watermark check), or the partitions to
-    bring in line and the one refresh of the affected leaves and ancestor chains."""
+    bring in line and the one refresh of the contracts of the affected leaves and ancestor
+    chains."""
     previous = read_cursor(raw_cursor)
     stored = store_digests(derived_db)
     unsucceeded = unsucceeded_request(previous, ended_badly)
@@ -201,21 +215,15 @@ def plan_refresh(
     )
     notes.append(f"{how}: read {diff.nodes_read} tree and stored node(s)")
 
-    partitions: list[PartitionChange] = []
+    # A contract stored but gone from the sources keeps its partition until a run of it purged it.
+    wanted = {split_node_id(n)[1] for n in tree.ids("contract")} | {
+        b.contract_id for b in diff.built.values()
+    }
+    existing = existing_partitions(None if scope is None else wanted | set(scope))
+    adds, deletes = sorted(wanted - existing), sorted(existing - wanted)
     budget = MAX_PARTITION_REQUESTS
-    pending = False
-    for level in LEVELS:
-        wanted = {split_node_id(n)[1] for n in tree.ids(level)}
-        seen = wanted | {split_node_id(n)[1] for n, b in diff.built.items() if b.level == level}
-        existing = existing_partitions(level, None if scope is None else seen)
-        adds = sorted(wanted - existing)
-        deletes = sorted(existing - wanted)
-        if len(adds) + len(deletes) > budget:
-            pending = True
-        adds, deletes = adds[:budget], deletes[: max(0, budget - len(adds))]
-        budget -= len(adds) + len(deletes)
-        if adds or deletes:
-            partitions.append(PartitionChange(level, adds, deletes))
+    pending = len(adds) + len(deletes) > budget
+    adds, deletes = adds[:budget], deletes[: max(0, budget - len(adds))]
 
     sequence = int(str(previous.get("sequence", 0))) + 1
     run_key = plan.run_key(f"{config.digest}:{sequence}")
@@ -242,12 +250,18 @@ def plan_refresh(
             f"adding/deleting partitions in batches of {MAX_PARTITION_REQUESTS}; "
             "the refresh run follows once they are in place"
         )
-        return RefreshDecision(cursor_with(unsucceeded), skip, partitions=partitions, notes=notes)
+        return RefreshDecision(
+            cursor_with(unsucceeded), skip, adds=adds, deletes=deletes, notes=notes
+        )
     if plan.empty:
-        brought = "; partitions brought in line" if partitions else ""
+        brought = "; partitions brought in line" if adds or deletes else ""
         skip = f"{how}: every memory node is current{brought}"
-        return RefreshDecision(cursor_with(None), skip, partitions=partitions, notes=notes)
-    notes.append(f"requesting a refresh: {plan.describe()} (run key {run_key[:12]})")
+        return RefreshDecision(cursor_with(None), skip, adds=adds, deletes=deletes, notes=notes)
+    contracts = contracts_of(plan, tree, diff.built)
+    notes.append(
+        f"requesting a refresh of {len(contracts)} contract(s): {plan.describe()}"
+        f" (key {run_key[:12]})"
+    )
     tags = {
         "hltm/projects": str(len(plan.projects)),
         "hltm/seats": str(len(plan.seats)),
@@ -258,8 +272,10 @@ def plan_refresh(
     return RefreshDecision(
         cursor_with({"run_key": run_key, "since": since}),
         plan=plan,
+        contracts=contracts,
         run_key=run_key,
         tags=tags,
-        partitions=partitions,
+        adds=adds,
+        deletes=deletes,
         notes=notes,
     )

@@ -224,5 +224,34 @@ def plan_changes(tree: Tree, built: Mapping[str, BuiltNode]) -> Plan:
     return close_over_ancestors(tree, built, stale, removed)
 
 
+def plan_contracts(tree: Tree, built: Mapping[str, BuiltNode], contracts: Iterable[str]) -> Plan:
+    """The refresh of some contracts' subtrees (a run over those memory partitions): every node
+    of theirs whose stored version is not the one its sources give, and every node stored under
+    them that the sources no longer have (a moved node belongs to its new contract; the old
+    contract's nodes it left change version too, so they are in the plan of the old one)."""
+    wanted = set(contracts)
+    stale = [
+        nid
+        for nid, version in tree.versions.items()
+        if tree.nodes[nid].contract_id in wanted
+        and (nid not in built or built[nid].version != version)
+    ]
+    gone = sorted(n for n, b in built.items() if b.contract_id in wanted and n not in tree.nodes)
+    by_level: dict[str, list[str]] = {level: [] for level in LEVELS}
+    for nid in sorted(stale):
+        by_level[tree.nodes[nid].level].append(nid)
+    return Plan(by_level["project"], by_level["seat"], by_level["contract"], gone)
+
+
+def contracts_of(plan: Plan, tree: Tree, built: Mapping[str, BuiltNode]) -> list[str]:
+    """The contracts (memory partitions) a plan touches: each rebuilt node's, and each deleted
+    or moved node's former one."""
+    nodes = [*plan.rebuilds, *plan.deletes]
+    return sorted(
+        {tree.nodes[n].contract_id for n in nodes if n in tree.nodes}
+        | {built[n].contract_id for n in nodes if n in built}
+    )
+
+
 def child_level(level: str) -> str:
     return CHILD_LEVEL[level]

@@ -13,7 +13,6 @@ from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from hltm.settings import Settings
 from hltm_cli.dagster_runs import dagster_home, run_job
 from hltm_cli.demo import build_memory
-from hltm_cli.refresh import ALL_STALE
 from hltm_dagster import instance as dagster_instance
 from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS
 from hltm_dagster.defs.sources.assets import observe_sources_job, source_tables
@@ -59,7 +58,7 @@ def location_on_test_stores() -> dg.Definitions:
     )
 
 
-CLI_JOBS = ("observe_sources", "rebuild_memory_tree", "refresh_memory_tree")
+CLI_JOBS = {"observe_sources": 1, "refresh_memory_tree": 2}
 MEMORY_ASSET_KEYS = ("project_memory", "seat_memory", "contract_memory")
 JOB_RUNS = """
 query JobRuns($job: String!, $tag: String!, $repository: String!) {
@@ -98,8 +97,8 @@ def test_the_ui_lists_the_cli_runs_under_their_jobs_with_their_checks(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     dagster_home()
     run_job("observe_sources")
-    build_memory("rebuild_memory_tree")
-    build_memory("refresh_memory_tree", ALL_STALE)
+    build_memory()
+    build_memory()
     with dg.DagsterInstance.get() as instance, ui_graphql(instance) as query:
         listed = {
             job: query(JOB_RUNS, job=job, tag=REPOSITORY_LABEL_TAG, repository=JOB_PAGE_LABEL)[
@@ -119,9 +118,11 @@ def test_the_ui_lists_the_cli_runs_under_their_jobs_with_their_checks(
             for check in node["assetChecksOrError"]["checks"]
         }
     assert {job: [r["status"] for r in listed[job]] for job in CLI_JOBS} == {
-        job: ["SUCCESS"] for job in CLI_JOBS
+        job: ["SUCCESS"] * n for job, n in CLI_JOBS.items()
     }
-    assert sorted(r["pipelineName"] for r in runs) == sorted(CLI_JOBS)
+    assert sorted(r["pipelineName"] for r in runs) == sorted(
+        job for job, n in CLI_JOBS.items() for _ in range(n)
+    )
     assert [r["runId"] for r in runs if r["repositoryOrigin"] is None] == []
     assert {r["repositoryOrigin"]["repositoryLocationName"] for r in runs} == {"definitions"}
     assert len(executions) == 4  # each level's degradation check, the store's consistency

@@ -26,6 +26,7 @@ from hltm.sources.ingest import ingest_directory
 from hltm_cli.dagster_runs import dagster_home
 from hltm_dagster.defs.memory.assets import REFRESH_TAG
 from hltm_dagster.instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
+from hltm_devkit.scenarios import read_world
 from tests.support.memory import make_harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,10 +35,9 @@ RUN_JOB = """
 import sys
 import dagster as dg
 from hltm_dagster.definitions import defs
-job, partition = sys.argv[1], (sys.argv[2:] or [None])[0]
+job, partitions, partition = sys.argv[1:4]
 with dg.DagsterInstance.get() as instance:
-    if partition:
-        instance.add_dynamic_partitions("vacancies", [partition])
+    instance.add_dynamic_partitions(partitions, [partition])
     defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=partition)
 """
 
@@ -59,11 +59,11 @@ def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
 
 
 def _start_and_kill(
-    instance: dg.DagsterInstance, job: str = "rebuild_memory_tree", *partition: str
+    instance: dg.DagsterInstance, job: str, partitions: str, partition: str
 ) -> dg.DagsterRun:
-    """Start `job` (on a vacancy's `partition`) in its own process and SIGKILL it once it is
-    executing."""
-    command = [sys.executable, "-c", RUN_JOB, job, *partition]
+    """Start `job` on one `partition` (of the dynamic partitions `partitions`) in its own
+    process and SIGKILL it once it is executing."""
+    command = [sys.executable, "-c", RUN_JOB, job, partitions, partition]
     worker = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))
     deadline = time.monotonic() + 120
     try:
@@ -86,10 +86,11 @@ def test_killed_refresh_is_failed_and_the_next_sensor_refresh_completes(
 ) -> None:
     assert isinstance(instance.run_launcher, LocalRunLauncher)
     assert instance.run_monitoring_enabled
-    killed = _start_and_kill(instance)
+    contract = read_world(memory_world.sources_db).contracts[0]
+    killed = _start_and_kill(instance, "refresh_memory_tree", "contracts", contract)
     record = instance.get_run_record_by_id(killed.run_id)
     assert record and record.dagster_run.status == dg.DagsterRunStatus.STARTED  # what a kill leaves
-    assert record.dagster_run.tags.get(REFRESH_TAG) == "full"  # …holding the refresh slot
+    assert record.dagster_run.tags.get(REFRESH_TAG) == "refresh"  # …holding the refresh slot
 
     monitor_started_run(instance, None, record, logging.getLogger("run_monitoring"))  # type: ignore[arg-type]
 
@@ -100,7 +101,7 @@ def test_killed_refresh_is_failed_and_the_next_sensor_refresh_completes(
     blocking = instance.get_runs(
         dg.RunsFilter(
             statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
-            tags={REFRESH_TAG: ["full", "incremental", "sensor"]},
+            tags={REFRESH_TAG: ["refresh", "sensor"]},
         )
     )
     assert not blocking  # the queue's one refresh slot is free again
@@ -118,7 +119,7 @@ def test_killed_judge_run_is_failed_before_the_next_command_starts(
 ) -> None:
     """The same liveness check covers every job: a judge run killed mid-way is failed by what
     each `hltm` command (and the sensors) call before they start a run."""
-    killed = _start_and_kill(instance, "judge_refresh", "v001")
+    killed = _start_and_kill(instance, "judge_refresh", "vacancies", "v001")
     assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
     assert fail_dead_runs(instance) == [killed.run_id]
     assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]

@@ -531,16 +531,13 @@ def test_the_judge_keeps_to_the_servers_slots_so_it_never_interrupts_itself(
 
 
 def _failed_and_built(result: dg.ExecuteInProcessResult) -> tuple[list[Any], list[Any]]:
-    observed = [
-        e.event_specific_data.asset_observation.metadata  # type: ignore[union-attr]
-        for e in result.all_events
-        if e.event_type_value == "ASSET_OBSERVATION"
+    """The failed and the stored nodes' reports of a failed memory run, from its failure."""
+    (failure,) = [e.step_failure_data.user_failure_data for e in result.get_step_failure_events()]
+    assert failure is not None
+    reports = failure.metadata["reports"].value  # type: ignore[attr-defined]
+    return [m for m in reports if m["status"] == "failed"], [
+        m for m in reports if m["status"] != "failed"
     ]
-    built = [
-        e.event_specific_data.materialization.metadata  # type: ignore[union-attr]
-        for e in result.get_asset_materialization_events()
-    ]
-    return observed, built
 
 
 def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
@@ -551,28 +548,29 @@ def test_the_memory_ledger_counts_the_requests_of_failed_nodes(
     server.inject("schema_violation", times="always", match=f'"project_id": "{pid}"')
     server.inject("interrupted_stream", times=1)  # some node's stream, cut off by the server
     defs = _shared.memory_definitions(settings)
-    job = defs.get_job_def("rebuild_memory_tree")
-    result = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    instance = dg.DagsterInstance.ephemeral()
+    result = _shared.refresh_all(defs, instance, settings, raise_on_error=False)
     assert not result.success
+    assert not result.get_asset_materialization_events()  # no partition published half-built
     failed, built = _failed_and_built(result)
-    (node,) = [m for m in failed if m["node_id"].value == f"project:{pid}"]
-    assert node["status"].value == "failed"
+    (node,) = [m for m in failed if m["node_id"] == f"project:{pid}"]
+    assert node["error"]
     # Its seat and contract are not built over a failed child: they fail too, and cost nothing.
     ancestors = [m for m in failed if m is not node]
-    assert {m["node_id"].value.split(":")[0] for m in ancestors} <= {"seat", "contract"}
-    assert node["llm_failed_calls"].value >= 2  # a task's request and its one retry
-    assert node["llm_calls"].value >= node["llm_failed_calls"].value
-    assert node["prompt_tokens"].value > 0
-    # Every request the server received is in some node's metadata, failed or built.
-    calls = sum(m["llm_calls"].value for m in [*failed, *built])
+    assert {m["node_id"].split(":")[0] for m in ancestors} <= {"seat", "contract"}
+    assert node["llm_failed_calls"] >= 2  # a task's request and its one retry
+    assert node["llm_calls"] >= node["llm_failed_calls"]
+    assert node["prompt_tokens"] > 0
+    # Every request the server received is in some node's report, failed or built.
+    calls = sum(m["llm_calls"] for m in [*failed, *built])
     assert calls == server.stats.chat_requests
-    completion = sum(m["completion_tokens"].value for m in [*failed, *built])
+    completion = sum(m["completion_tokens"] for m in [*failed, *built])
     assert completion == server.stats.completion_tokens
-    interrupted = sum(m["llm_interrupted"].value for m in [*failed, *built])
+    interrupted = sum(m["llm_interrupted"] for m in [*failed, *built])
     assert interrupted == server.stats.interrupted == 1
 
 
-def test_a_run_stopped_halfway_keeps_the_metadata_of_the_nodes_it_stored(
+def test_a_run_stopped_halfway_keeps_what_it_stored_and_the_next_builds_only_the_rest(
     memory_world: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from hltm.memory.store import MemoryStore
@@ -582,20 +580,23 @@ def test_a_run_stopped_halfway_keeps_the_metadata_of_the_nodes_it_stored(
 
     def write_then_stop(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
         writes.append(1)
-        if len(writes) > 1:
+        if len(writes) == 2:
             raise KeyboardInterrupt  # the run is stopped during its second contract's write
         return write(self, *args, **kwargs)
 
     monkeypatch.setattr(MemoryStore, "write", write_then_stop)
-    job = _shared.memory_definitions(memory_world).get_job_def("rebuild_memory_tree")
+    defs = _shared.memory_definitions(memory_world)
+    instance = dg.DagsterInstance.ephemeral()
     with pytest.raises(KeyboardInterrupt):
-        job.execute_in_process(instance=(instance := dg.DagsterInstance.ephemeral()))
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("project_memory")), limit=100
-    ).records
+        _shared.refresh_all(defs, instance, memory_world)
     stored = builder_from_settings(memory_world).store.built()
-    recorded = {f"project:{r.partition_key}" for r in records}
-    assert recorded and recorded == {n for n, b in stored.items() if b.level == "project"}
+    assert stored  # the first contract's write stays
+    assert not instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("contract_memory")), limit=10
+    ).records  # …but no partition was published as materialized
+    again = _shared.refresh_all(defs, instance, memory_world)
+    assert again.success
+    assert not set(_shared.rebuilt(again)) & set(stored)  # what it stored is current
 
 
 # --------------------------------------------------------------------------- memory quality

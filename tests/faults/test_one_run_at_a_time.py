@@ -23,11 +23,10 @@ from hltm.memory import builder_from_settings
 from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock, running
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from hltm_cli.dagster_runs import dagster_home, run_job
-from tests.support.memory import make_harness, one_project_per_contract
+from hltm_cli.dagster_runs import dagster_home, refresh_memory
+from tests.support.memory import make_harness, one_project_per_contract, rebuilt
 
 ROOT = Path(__file__).resolve().parents[2]
-ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 
 
 def _wait_until(condition: Callable[[], object], what: str, timeout_s: float = 120) -> None:
@@ -77,9 +76,7 @@ def test_a_second_refresh_waits_for_the_first_and_builds_nothing_twice(
     first = _holder(settings.data_dir, MEMORY_REFRESH, "run 1a2b3c4d (refresh_memory_tree)")
     second: list[Any] = []
     # `hltm refresh` while the first one runs: it says what runs, then waits in its run.
-    thread = threading.Thread(
-        target=lambda: second.append(run_job("refresh_memory_tree", ALL_STALE))
-    )
+    thread = threading.Thread(target=lambda: second.extend(refresh_memory()))
     try:
         thread.start()
         _wait_until(lambda: "waiting:" in capsys.readouterr().err, "told what runs")
@@ -88,8 +85,8 @@ def test_a_second_refresh_waits_for_the_first_and_builds_nothing_twice(
     finally:
         _release(first)
         thread.join(timeout=300)
-    assert second[0].success
-    assert not second[0].get_asset_materialization_events()  # it found the tree current
+    assert [r.success for r in second] == [True]  # one run over both contracts
+    assert rebuilt(second[0]) == []  # it found the tree current
 
 
 def test_the_lock_is_held_across_processes_and_says_who_holds_it(tmp_path: Path) -> None:

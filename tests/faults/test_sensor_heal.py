@@ -45,7 +45,7 @@ def test_emptied_store_is_rebuilt_and_periodic_diff_runs(memory_world: Settings)
 def test_no_second_refresh_while_one_is_queued(memory_world: Settings) -> None:
     harness = make_harness(memory_world)
     run = harness.instance.create_run_for_job(
-        harness.defs.get_job_def("refresh_memory_tree"), tags={REFRESH_TAG: "sensor"}
+        harness.defs.resolve_job_def("refresh_memory_tree"), tags={REFRESH_TAG: "sensor"}
     )
     assert run.status == dg.DagsterRunStatus.NOT_STARTED  # created, not yet launched
     result = harness.tick()
@@ -53,8 +53,8 @@ def test_no_second_refresh_while_one_is_queued(memory_world: Settings) -> None:
 
 
 def test_memory_assets_show_the_sensor_as_their_automation() -> None:
-    """The UI lists an instigator under an asset when one of its target jobs holds the asset;
-    the sensor's runs stay the one ordered `refresh_memory_tree`."""
+    """The UI lists an instigator under an asset when one of its target jobs holds the asset:
+    the sensor's job is the memory assets' own."""
     from dagster._core.remote_representation.external_data import RepositorySnap
 
     from hltm_dagster.definitions import defs

@@ -28,7 +28,6 @@ from hltm_cli.demo import build_memory
 from hltm_devkit.scenarios import change_project
 from tests.support.memory import make_harness, one_project_per_contract
 
-ALL_STALE = {"ops": {"plan_memory_refresh": {"config": {"all_stale": True}}}}
 DISK_FULL = (
     "Query error: Database error: error returned from database: (code: 13) database or disk is full"
 )
@@ -68,7 +67,7 @@ def test_a_full_disk_then_a_damaged_index_are_said_in_one_line_and_healed_by_ref
     assert ingest_directory(export, settings.sources_db).quarantined == 0
     cli_jobs_from(make_harness(settings).defs)
     dagster_home()
-    assert "built" in build_memory("refresh_memory_tree", ALL_STALE)
+    assert "built" in build_memory()
     runner = CliRunner()
     asked = ["ask", "--contract", contract, "Which roles do we usually hire for?"]
 
@@ -81,7 +80,7 @@ def test_a_full_disk_then_a_damaged_index_are_said_in_one_line_and_healed_by_ref
 
     monkeypatch.setattr(Collection, "add", full_disk)
     with pytest.raises(SystemExit):
-        build_memory("refresh_memory_tree", ALL_STALE)
+        build_memory()
     said = capsys.readouterr().err
     assert f"{settings.chroma_path}: no space left on the disk; free space" in said, said
     monkeypatch.setattr(Collection, "add", real_add)
@@ -93,7 +92,7 @@ def test_a_full_disk_then_a_damaged_index_are_said_in_one_line_and_healed_by_ref
     assert f"error: the embedded Chroma index at {settings.chroma_path}: damaged" in failed.output
     assert "run `hltm refresh`" in failed.output and "Traceback" not in failed.output
 
-    healed = build_memory("refresh_memory_tree", ALL_STALE)
+    healed = build_memory()
     assert f"repaired: collection {memory_collection_name(contract)} of the embedded" in healed
     assert "dropped it, to be rebuilt from the stored data" in healed
     assert "re-indexed" in healed and "built 1 project" in healed

@@ -23,7 +23,7 @@ from hltm.warehouse import connect
 from hltm_cli import main
 from hltm_devkit.scenarios import _ingest, read_world
 from tests.support import memory as _shared
-from tests.support.memory import make_harness
+from tests.support.memory import level_metadata, make_harness, rebuilt
 
 # The shared fixtures: a copy of the small world's sources, ingested once per session.
 ingested_sources = _shared.ingested_sources
@@ -95,8 +95,7 @@ def test_canary_is_gone_after_deletion(memory_world: Settings, what: str) -> Non
         delete_document(memory_world.sources_db, doc_id)
     result, runs = harness.tick_and_run()
     assert isinstance(result, dg.SensorResult) and runs[0].success
-    config = result.run_requests[0].run_config["ops"]["plan_memory_refresh"]["config"]  # type: ignore[index]
-    assert config["seats"] == [f"seat:{seat}"]
+    assert f"seat:{seat}" in rebuilt(runs[0])
 
     for needle in (CANARY, doc_id):
         assert _rows_mentioning(memory_world, needle) == set(), needle
@@ -104,8 +103,8 @@ def test_canary_is_gone_after_deletion(memory_world: Settings, what: str) -> Non
     with connect(memory_world.derived_db) as con:
         nodes = {r[0] for r in con.execute("SELECT node_id FROM memory_nodes").fetchall()}
     assert (f"project:{pid}" in nodes) == (what == "document")
-    projects = harness.instance.get_dynamic_partitions("projects")
-    assert (pid in projects) == (what == "document")
+    purged = {n for m in level_metadata(runs[0]).values() for n in m["purged"]}
+    assert (f"project:{pid}" in purged) == (what == "project")
     assert isinstance(harness.tick(), dg.SkipReason)
 
 

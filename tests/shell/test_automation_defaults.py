@@ -17,17 +17,17 @@ from hltm.sources.ingest import ingest_directory
 from hltm.warehouse import connect
 from hltm_dagster.defs import judge
 from hltm_dagster.defs.judge.assets import judge_refresh_job
-from hltm_dagster.defs.memory.assets import rebuild_memory_tree
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_JOBS
 from hltm_dagster.instance import partition_range_tags
 from hltm_dagster.resources import build_resources
 from tests.support.judge import calibrate_every_vacancy
+from tests.support.memory import refresh_all
 
 # Jobs whose runs call the LLM (memory extraction and aggregation, the judge, the probe).
 LLM_JOBS = {
     "judge_refresh",
     "recall_probe_job",
     "refresh_memory_tree",
-    "rebuild_memory_tree",
 }
 
 
@@ -54,7 +54,8 @@ def after_demo(tiny_world: Path, settings: Settings) -> tuple[Settings, dg.Dagst
     assert ingest_directory(tiny_world, settings.sources_db).quarantined == 0
     resources = _resources(settings)
     instance = dg.DagsterInstance.ephemeral()
-    assert rebuild_memory_tree.execute_in_process(resources=resources, instance=instance).success
+    memory = dg.Definitions(assets=MEMORY_ASSETS, jobs=MEMORY_JOBS, resources=resources)
+    assert refresh_all(memory, instance, settings).success
     assert calibrate_every_vacancy(instance, resources, settings.sources_db).success
     config = {"ops": {"judge_scores": {"config": {"budget": 6, "workers": 2}}}}
     ids = sorted(vacancy_ids(settings.sources_db))

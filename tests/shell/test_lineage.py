@@ -3,7 +3,7 @@
 * The lineage it draws, read from the webserver's own GraphQL API over the real code location
   (workspace.yaml, loaded in a code-server process as `dagster dev` does):
   seat_memory → vacancy_calibration → judge_scores, and memory_hints → project_memory.
-* *Materialize* on a current memory partition reports the stored node, not zeroed counters.
+* *Materialize* on a current memory partition lists the stored nodes, not zeroed counters.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from hltm_dagster.resources import build_resources
 from hltm_devkit.generator import WorldSize, generate_world
 from hltm_devkit.scenarios import read_world
 from tests.support import REPO
+from tests.support.memory import level_metadata
 
 ROOT = REPO
 
@@ -69,34 +70,30 @@ def test_materialize_on_a_current_partition_reports_what_is_stored(
     tmp_path: Path, settings: Settings
 ) -> None:
     """Pressing *Materialize* on an up-to-date memory partition rebuilds nothing and says so,
-    with the stored node's item counts (never "facets 0" for a node that holds items)."""
+    listing the stored nodes with their versions (never zeroed counters for nodes that hold
+    items)."""
     tiny = WorldSize(contracts=1, seats_per_contract=1, projects_per_seat=1, resumes=4, vacancies=1)
     generate_world(tmp_path / "world", seed=5, size=tiny)
     assert ingest_directory(tmp_path / "world", settings.sources_db).quarantined == 0
     instance = dg.DagsterInstance.ephemeral()
-    project = read_world(settings.sources_db).projects
-    key = sorted(project)[0]
-    instance.add_dynamic_partitions("projects", [key])
+    (key,) = read_world(settings.sources_db).contracts
+    instance.add_dynamic_partitions("contracts", [key])
     resources = build_resources(settings)
 
     def press() -> dict[str, Any]:
         result = dg.materialize(
             [*MEMORY_ASSETS, source_tables],
-            selection="project_memory",
+            selection=dg.AssetSelection.assets("project_memory").required_multi_asset_neighbors(),
             partition_key=key,
             instance=instance,
             resources=resources,
         )
-        (event,) = result.get_asset_materialization_events()
-        return {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+        return level_metadata(result)[("project_memory", key)]
 
     built = press()
     again = press()
-    assert built["status"] == "built" and built["facets"] > 0
-    assert again["status"].startswith("current, not rebuilt")
-    assert (again["facets"], again["qa_pairs"], again["summaries"]) == (
-        built["facets"],
-        built["qa_pairs"],
-        built["summaries"],
-    )
-    assert again["llm_calls"] == 0 and again["version"] == built["version"]
+    ((node, meta),) = built["rebuilt"].items()
+    assert meta["status"] == "built" and meta["facets"] > 0
+    assert (again["rebuilt_nodes"], again["current_nodes"], again["nodes"]) == (0, 1, 1)
+    assert again["rebuilt"] == {} and "facets" not in again
+    assert again["llm_calls"] == 0 and again["versions"] == {node: meta["version"]}

@@ -1,6 +1,7 @@
 """The memory tree in Dagster: the code location loads, the sensor turns one change into one run
-over exactly the affected chain, the refresh job logs one materialization per rebuilt node with
-its lineage, and the partitioned assets build single nodes."""
+of the memory's asset job over exactly the affected contracts, that run rebuilds exactly the
+changed chain and records each node's lineage in its level's metadata, and a run of a contract's
+partition is the whole build of that contract."""
 
 from __future__ import annotations
 
@@ -13,38 +14,48 @@ from hltm.settings import Settings
 from hltm.warehouse import connect
 from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS
 from hltm_dagster.defs.sources.assets import source_tables
+from hltm_dagster.instance import partition_range_tags
 from hltm_dagster.resources import build_resources
 from hltm_devkit.scenarios import change_project, move_project, read_world, remove_project
 from tests.support.memory import ingested_sources as ingested_sources  # noqa: F401 (fixture)
-from tests.support.memory import make_harness, materializations, memory_definitions
+from tests.support.memory import level_metadata, make_harness, memory_definitions, rebuilt
 from tests.support.memory import memory_world as memory_world  # noqa: F401 (fixture)
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
 
 
 def test_code_location_loads() -> None:
     from hltm_dagster import definitions
 
     dg.Definitions.validate_loadable(definitions.defs)
-    repo = definitions.defs.get_repository_def()
-    assert {"refresh_memory_tree", "rebuild_memory_tree"} <= {j.name for j in repo.get_all_jobs()}
+    jobs = {j.name for j in definitions.defs.get_repository_def().get_all_jobs()}
+    assert "refresh_memory_tree" in jobs and "rebuild_memory_tree" not in jobs
     sensor = definitions.defs.resolve_sensor_def("source_changes")
-    assert "refresh_memory_tree" in {j.name for j in sensor.jobs}
+    assert {j.name for j in sensor.jobs} == {"refresh_memory_tree"}
+    job = definitions.defs.resolve_job_def("refresh_memory_tree")
+    assert job.partitions_def is not None and job.partitions_def.name == "contracts"  # type: ignore[attr-defined]
 
 
 def test_sensor_requests_exactly_the_changed_chain(memory_world: Settings) -> None:
     harness = make_harness(memory_world)
     world = read_world(memory_world.sources_db)
+    everything = [
+        *(f"project:{p}" for p in world.projects),
+        *(f"seat:{s}" for s in world.seats),
+        *(f"contract:{c}" for c in world.contracts),
+    ]
 
-    # First tick on an empty store: every node, one run, and every partition.
+    # First tick on an empty store: every contract's partition, one run over all of them.
     first, runs = harness.tick_and_run()
     assert isinstance(first, dg.SensorResult) and len(first.run_requests or []) == 1
     assert runs[0].success
-    assert len(harness.instance.get_dynamic_partitions("projects")) == len(world.projects)
-    assert len(materializations(runs[0])) == len(world.projects) + len(world.seats) + len(
-        world.contracts
-    )
+    assert sorted(harness.instance.get_dynamic_partitions("contracts")) == world.contracts
+    assert rebuilt(runs[0]) == sorted(everything)
     assert isinstance(harness.tick(), dg.SkipReason)
 
-    # One project changes → one run over exactly that leaf, its seat and its contract.
+    # One project changes → one run over exactly its contract, rebuilding the leaf, its seat
+    # and its contract.
     pid = sorted(world.projects)[4]
     seat = world.projects[pid]
     contract = world.seats[seat]
@@ -53,15 +64,9 @@ def test_sensor_requests_exactly_the_changed_chain(memory_world: Settings) -> No
     assert isinstance(result, dg.SensorResult)
     assert len(result.run_requests or []) == 1
     request = result.run_requests[0]  # type: ignore[index]
-    config = request.run_config["ops"]["plan_memory_refresh"]["config"]
-    assert config == {
-        "projects": [f"project:{pid}"],
-        "seats": [f"seat:{seat}"],
-        "contracts": [f"contract:{contract}"],
-        "deletes": [],
-    }
-    assert len(request.run_key or "") == 40
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (contract, contract)
     assert request.tags["hltm/diff"] == "incremental"  # read only the changed contract
+    assert (request.tags["hltm/projects"], request.tags["hltm/seats"]) == ("1", "1")
     assert not result.dynamic_partitions_requests
 
     # A second tick before the run has happened: nothing new, so it skips.
@@ -71,18 +76,12 @@ def test_sensor_requests_exactly_the_changed_chain(memory_world: Settings) -> No
 
     run = harness.run(request)
     assert run.success
-    assert materializations(run) == [
-        ("contract_memory", contract),
-        ("project_memory", pid),
-        ("seat_memory", seat),
-    ]
-    seat_event = next(
-        e
-        for e in run.get_asset_materialization_events()
-        if e.asset_key == dg.AssetKey("seat_memory")
-    )
-    meta = seat_event.materialization.metadata  # type: ignore[union-attr]
-    children = meta["children"].value  # type: ignore[attr-defined]
+    assert rebuilt(run) == sorted([f"contract:{contract}", f"project:{pid}", f"seat:{seat}"])
+    levels = level_metadata(run)
+    assert set(levels) == {(f"{lv}_memory", contract) for lv in ("project", "seat", "contract")}
+    seat_level = levels[("seat_memory", contract)]
+    meta = seat_level["rebuilt"][f"seat:{seat}"]
+    children = meta["children"]
     assert [c[0] for c in children] == sorted(
         f"project:{p}" for p, s in world.projects.items() if s == seat
     )
@@ -90,8 +89,13 @@ def test_sensor_requests_exactly_the_changed_chain(memory_world: Settings) -> No
         built = read_built(con)
     assert dict(children)[f"project:{pid}"] == built[f"project:{pid}"].version
     for key in ("llm_calls", "prompt_tokens", "completion_tokens", "embedding_calls", "seconds"):
-        assert key in meta
-    assert meta["llm_calls"].value == 1  # type: ignore[attr-defined]
+        assert key in meta and key in seat_level
+    assert meta["llm_calls"] == 1 == seat_level["llm_calls"]
+    # Every node of the level in the contract is listed with its stored version.
+    assert seat_level["versions"] == {
+        n: b.version for n, b in built.items() if b.level == "seat" and b.contract_id == contract
+    }
+    assert seat_level["current_nodes"] == seat_level["nodes"] - 1
     assert isinstance(harness.tick(), dg.SkipReason)
 
 
@@ -109,21 +113,28 @@ def test_sensor_handles_moves_and_deletions(memory_world: Settings) -> None:
 
     result, runs = harness.tick_and_run()
     assert isinstance(result, dg.SensorResult)
-    config = result.run_requests[0].run_config["ops"]["plan_memory_refresh"]["config"]  # type: ignore[index]
-    assert config["projects"] == [f"project:{pid}"]
     assert result.run_requests[0].tags["hltm/diff"] == "incremental"  # type: ignore[index]
-    # Both the old and the new parent chain are rebuilt; the deleted leaf is purged.
-    assert config["seats"] == sorted([f"seat:{old_seat}", f"seat:{new_seat}"])
-    assert config["contracts"] == [f"contract:{c}" for c in contracts]
-    assert config["deletes"] == [f"project:{gone}"]
-    deletes = [
-        r for r in result.dynamic_partitions_requests or []
-        if isinstance(r, dg.DeleteDynamicPartitionsRequest)
-    ]  # fmt: skip
-    assert [(r.partitions_def_name, list(r.partition_keys)) for r in deletes] == [
-        ("projects", [gone])
-    ]
-    assert runs[0].success
+    # Both contracts (old and new parent chain) are refreshed; no partition goes.
+    covered = {
+        c
+        for r in result.run_requests or []
+        for c in world.contracts
+        if r.tags[RANGE_START] <= c <= r.tags[RANGE_END]
+    }
+    assert covered == set(contracts[:2])
+    assert not result.dynamic_partitions_requests
+    assert all(r.success for r in runs)
+    done = sorted(n for r in runs for n in rebuilt(r))
+    assert done == sorted(
+        [
+            f"project:{pid}",
+            f"seat:{old_seat}",
+            f"seat:{new_seat}",
+            *(f"contract:{c}" for c in contracts[:2]),
+        ]
+    )
+    purged = {n for r in runs for m in level_metadata(r).values() for n in m["purged"]}
+    assert purged == {f"project:{gone}"}
     with connect(memory_world.derived_db) as con:
         rows = dict(
             con.execute(
@@ -135,84 +146,56 @@ def test_sensor_handles_moves_and_deletions(memory_world: Settings) -> None:
     assert isinstance(harness.tick(), dg.SkipReason)
 
 
-def test_partitioned_assets_build_single_nodes(memory_world: Settings) -> None:
-    defs = memory_definitions(memory_world)
+def test_a_contracts_partition_builds_its_whole_subtree(memory_world: Settings) -> None:
+    """The UI's Materialize of one memory partition: that contract's projects, seats and
+    contract node, nothing of another contract; the levels are one step, never split."""
     instance = dg.DagsterInstance.ephemeral()
     world = read_world(memory_world.sources_db)
-    seat = sorted(world.seats)[0]
-    projects = sorted(p for p, s in world.projects.items() if s == seat)
-    instance.add_dynamic_partitions("projects", projects)
-    instance.add_dynamic_partitions("seats", [seat])
+    contract = world.contracts[0]
+    instance.add_dynamic_partitions("contracts", [contract])
     resources = build_resources(memory_world)
     assets = [*MEMORY_ASSETS, source_tables]
-
-    # A seat is built from its children's memories: refused while they are missing.
-    early = dg.materialize(
-        assets,
-        selection="seat_memory",
-        partition_key=seat,
-        instance=instance,
-        resources=resources,
-        raise_on_error=False,
-    )
-    assert not early.success
-    for pid in projects:
-        result = dg.materialize(
-            assets,
-            selection="project_memory",
-            partition_key=pid,
-            instance=instance,
-            resources=resources,
-        )
-        assert result.success
+    # The UI's Materialize of any of the three selects the other two (one step).
+    one_level = dg.AssetSelection.assets("seat_memory").required_multi_asset_neighbors()
     result = dg.materialize(
-        assets, selection="seat_memory", partition_key=seat, instance=instance, resources=resources
+        assets, selection=one_level, partition_key=contract, instance=instance, resources=resources
     )
     assert result.success
-    event = result.get_asset_materialization_events()[0]
-    meta = event.materialization.metadata  # type: ignore[union-attr]
-    assert [c[0] for c in meta["children"].value] == [f"project:{p}" for p in projects]  # type: ignore[attr-defined]
-    assert meta["status"].value == "built"  # type: ignore[attr-defined]
+    seats = {s for s, c in world.seats.items() if c == contract}
+    mine = {
+        *(f"project:{p}" for p, s in world.projects.items() if s in seats),
+        *(f"seat:{s}" for s in seats),
+        f"contract:{contract}",
+    }
+    assert rebuilt(result) == sorted(mine)
     with connect(memory_world.derived_db) as con:
-        levels = dict(con.execute("SELECT node_id, level FROM memory_nodes").fetchall())
-    assert levels == {f"seat:{seat}": "seat", **{f"project:{p}": "project" for p in projects}}
-    assert defs.get_job_def("refresh_memory_tree") is not None
+        stored = {r[0] for r in con.execute("SELECT node_id FROM memory_nodes").fetchall()}
+    assert stored == mine
 
 
-def test_full_rebuild_job(memory_world: Settings) -> None:
+def test_whole_tree_refresh(memory_world: Settings) -> None:
     defs = memory_definitions(memory_world)
     instance = dg.DagsterInstance.ephemeral()
-    job = defs.get_job_def("rebuild_memory_tree")
-    first = job.execute_in_process(instance=instance)
-    assert first.success
     world = read_world(memory_world.sources_db)
+    instance.add_dynamic_partitions("contracts", world.contracts)
+    job = defs.resolve_job_def("refresh_memory_tree")
+    everything = partition_range_tags(world.contracts[0], world.contracts[-1])
+    first = job.execute_in_process(instance=instance, tags=everything)
+    assert first.success
     total = len(world.projects) + len(world.seats) + len(world.contracts)
-    assert len(first.get_asset_materialization_events()) == total
-    # parents after every child (Dagster's staleness compares times across the whole level)
-    levels = [e.asset_key.path[0] for e in first.get_asset_materialization_events()]
-    assert levels == sorted(levels, key=["project_memory", "seat_memory", "contract_memory"].index)
+    assert len(rebuilt(first)) == total
     runs = [first]
-    for from_scratch in (False, True):
+    for from_scratch in (False, True):  # one first build serves both re-runs
         again = job.execute_in_process(
             instance=instance,
-            run_config={
-                "ops": {
-                    "plan_memory_refresh": {
-                        "config": {"all_stale": True, "from_scratch": from_scratch}
-                    }
-                }
-            },
+            tags=everything,
+            run_config={"ops": {"memory_tree": {"config": {"from_scratch": from_scratch}}}},
         )
         assert again.success
         # Content-addressed: a current tree has nothing to rebuild unless it was dropped first.
-        built = len(again.get_asset_materialization_events())
-        assert built == (total if from_scratch else 0), from_scratch
+        assert len(rebuilt(again)) == (total if from_scratch else 0), from_scratch
         runs.append(again)
-    # Every memory check is evaluated by the run that wrote the store, even one that built nothing.
+    # Every memory check is a step of each run, even of one that built nothing.
     for run in runs:
-        evaluated = {
-            e.asset_check_evaluation_data.check_name
-            for e in run.all_events
-            if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
-        }
+        evaluated = {e.check_name for e in run.get_asset_check_evaluations()}
         assert evaluated == {c for d in MEMORY_CHECKS for c in (k.name for k in d.check_keys)}

@@ -1,6 +1,7 @@
-"""The UI's Materialize and the sensors' runs give the same result: one `project_memory`
-partition, its seat's and contract's, built by the UI and by the `source_changes` sensor's run,
-are the same nodes (a backfill of a range of partitions is one run that builds them all); the
+"""The UI's Materialize and the sensors' runs give the same result: the memory of one contract
+(one partition of `project_memory`, `seat_memory` and `contract_memory`), built by the UI and by
+the `source_changes` sensor's run, is the same nodes (a backfill of a range of partitions is one
+run that builds them all); the
 judge's scores and ranking of a vacancy, by the UI and by the `vacancy_changes` sensor's run,
 are the same, because that run is the judge's own asset job."""
 
@@ -14,7 +15,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from hltm.memory.models import MemoryNode
+from hltm.memory.models import LEVELS, MemoryNode
 from hltm.memory.store import read_nodes
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_project, ingest_directory
@@ -25,7 +26,7 @@ from hltm_dagster.instance import partition_range_tags
 from hltm_dagster.resources import build_resources
 from hltm_devkit.scenarios import read_world
 from tests.support.memory import ingested_sources as ingested_sources  # noqa: F401 (fixture)
-from tests.support.memory import make_harness
+from tests.support.memory import level_metadata, make_harness, rebuilt
 from tests.support.memory import memory_world as memory_world  # noqa: F401 (fixture)
 
 
@@ -34,73 +35,68 @@ def _stored(settings: Settings, node_id: str) -> MemoryNode:
         return read_nodes(con, [node_id])[node_id]
 
 
-def test_materialize_of_one_project_partition_gives_the_sensors_node(
+def test_materialize_of_one_partition_gives_the_sensors_nodes(
     memory_world: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = read_world(memory_world.sources_db)
-    seat = sorted(world.seats)[0]
-    kept = sorted(p for p, s in world.projects.items() if s == seat)[:2]
-    for project in sorted(set(world.projects) - set(kept)):  # a small tree: a fast build
-        delete_project(memory_world.sources_db, project)
-    pid = kept[0]
+    keep = world.contracts[:2]
+    for project in sorted(p for p, s in world.projects.items() if world.seats[s] not in keep):
+        delete_project(memory_world.sources_db, project)  # a small tree: a fast build
+    mine = {
+        c: sorted(
+            [
+                f"contract:{c}",
+                *(f"seat:{s}" for s, sc in world.seats.items() if sc == c),
+                *(f"project:{p}" for p, s in world.projects.items() if world.seats[s] == c),
+            ]
+        )
+        for c in keep
+    }
 
     # The sensor's run, in the shared data dir.
     harness = make_harness(memory_world)
     _, runs = harness.tick_and_run()
     assert runs and all(r.success for r in runs)
-    by_sensor = _stored(memory_world, f"project:{pid}")
 
-    def by_sensor_version(node_id: str) -> str:
-        return _stored(memory_world, node_id).version
-
-    # The UI's Materialize on a copy of the same sources: a run of the asset for that partition.
+    # The UI's Materialize on a copy of the same sources: a run of the assets for one partition
+    # (selecting one level selects the other two: they are one step).
     monkeypatch.setenv("HLTM_DATA_DIR", str(tmp_path / "ui"))
     ui = Settings.from_env()
     ui.data_dir.mkdir(parents=True)
     shutil.copy(memory_world.sources_db, ui.sources_db)
     instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("projects", kept)
+    instance.add_dynamic_partitions("contracts", keep)
+    project_level = dg.AssetSelection.assets("project_memory").required_multi_asset_neighbors()
     result = dg.materialize(
         [*MEMORY_ASSETS, source_tables],
-        selection="project_memory",
-        partition_key=pid,
+        selection=project_level,
+        partition_key=keep[0],
         instance=instance,
         resources=build_resources(ui),
     )
     assert result.success
-    assert _stored(ui, f"project:{pid}") == by_sensor
+    assert rebuilt(result) == mine[keep[0]]
+    for node in mine[keep[0]]:
+        assert _stored(ui, node) == _stored(memory_world, node)
 
-    # A backfill of the range is one run (the assets' backfill policy is a single run).
+    # A backfill of the range is one run (the assets' backfill policy is a single run), and
+    # each partition's materialization lists its own contract's nodes.
     ranged = dg.materialize(
         [*MEMORY_ASSETS, source_tables],
-        selection="project_memory",
+        selection=project_level,
         instance=instance,
         resources=build_resources(ui),
-        tags=partition_range_tags(kept[0], kept[-1]),
+        tags=partition_range_tags(keep[0], keep[-1]),
     )
     assert ranged.success
-    events = [e.materialization for e in ranged.get_asset_materialization_events()]
-    assert sorted(str(m.partition) for m in events) == kept
-    for m in events:  # each node's own metadata, as the sensor's run records it
-        assert m.metadata["node_id"].value == f"project:{m.partition}"  # type: ignore[union-attr]
-        assert m.metadata["version"].value == by_sensor_version(f"project:{m.partition}")  # type: ignore[union-attr]
-    for project in kept:
-        assert _stored(ui, f"project:{project}") == _stored(memory_world, f"project:{project}")
-
-    # The seats, then the contracts, materialized in the UI: the sensor's nodes again.
-    for level, name in (("seat", "seats"), ("contract", "contracts")):
-        keys = list(harness.instance.get_dynamic_partitions(name))
-        instance.add_dynamic_partitions(name, keys)
-        upper = dg.materialize(
-            [*MEMORY_ASSETS, source_tables],
-            selection=f"{level}_memory",
-            instance=instance,
-            resources=build_resources(ui),
-            tags=partition_range_tags(keys[0], keys[-1]),
-        )
-        assert upper.success
-        for key in keys:
-            assert _stored(ui, f"{level}:{key}") == _stored(memory_world, f"{level}:{key}")
+    levels = level_metadata(ranged)
+    assert sorted(levels) == sorted((f"{lv}_memory", c) for lv in LEVELS for c in keep)
+    assert rebuilt(ranged) == mine[keep[1]]  # the first contract was current already
+    for contract in keep:
+        listed = sorted(n for lv in LEVELS for n in levels[(f"{lv}_memory", contract)]["versions"])
+        assert listed == mine[contract]
+        for node in mine[contract]:
+            assert _stored(ui, node) == _stored(memory_world, node)
 
 
 def _judged(settings: Settings) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

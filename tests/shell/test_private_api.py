@@ -30,7 +30,6 @@ def test_only_the_instance_module_imports_private_dagster() -> None:
 def test_the_private_names_still_mean_what_the_project_relies_on() -> None:
     # the tags Dagster itself reads back
     assert instance.DATA_VERSION_TAG == "dagster/data_version"
-    assert instance.RUN_KEY_TAG == "dagster/run_key"
     assert instance.partition_range_tags("a", "b") == {
         "dagster/asset_partition_range_start": "a",
         "dagster/asset_partition_range_end": "b",

@@ -22,16 +22,17 @@ from hltm.sources.ingest import delete_document, delete_project, ingest_director
 from hltm.warehouse import connect
 from hltm_devkit.scenarios import change_project, read_world
 from tests.support import memory as _shared
-from tests.support.memory import make_harness
+from tests.support.memory import Harness, make_harness
 
 ingested_sources = _shared.ingested_sources
 memory_world = _shared.memory_world
 
 
-def _requested(result: dg.SensorResult | dg.SkipReason) -> tuple[str, dict[str, list[str]]]:
+def _requested(harness: Harness, result: dg.SensorResult | dg.SkipReason) -> tuple[str, list[str]]:
+    """How the tick diffed, and the contracts its one requested run covers."""
     assert isinstance(result, dg.SensorResult) and len(result.run_requests or []) == 1, result
     request = result.run_requests[0]  # type: ignore[index]
-    return request.tags["hltm/diff"], request.run_config["ops"]["plan_memory_refresh"]["config"]
+    return request.tags["hltm/diff"], harness.contracts(request)
 
 
 def _two_small_contracts(settings: Settings) -> None:
@@ -76,23 +77,27 @@ def test_sensor_reads_only_the_changed_contract(
     assert len(diff.tree.nodes) == in_first < total  # the other contracts were never read
     assert {b.contract_id for b in diff.built.values()} == {first}
 
-    kind, config = _requested(harness.tick())
-    seat = world.projects[pid]
+    result = harness.tick()
+    kind, contracts = _requested(harness, result)
     assert kind == "incremental"
-    assert config == {
-        "projects": [f"project:{pid}"],
-        "seats": [f"seat:{seat}"],
-        "contracts": [f"contract:{first}"],
-        "deletes": [],
-    }
+    assert contracts == [first]
+    tags = result.run_requests[0].tags  # type: ignore[union-attr]
+    assert [tags[f"hltm/{k}"] for k in ("projects", "seats", "contracts", "deletes")] == [
+        "1",
+        "1",
+        "1",
+        "0",
+    ]
     assert isinstance(harness.tick(), dg.SkipReason)  # nothing new since
 
     # A cursor of the older format (no change number): one full diff, which sees everything.
     old = json.loads(harness.cursor or "{}")
     harness.cursor = json.dumps({k: v for k, v in old.items() if k not in ("format", "change_seq")})
-    kind, config = _requested(harness.tick())
+    result = harness.tick()
+    kind, contracts = _requested(harness, result)
     assert kind == "full"
-    assert config["projects"] == sorted([f"project:{pid}", f"project:{unseen}"])
+    assert sorted(contracts) == sorted([first, other])
+    assert result.run_requests[0].tags["hltm/projects"] == "2"  # type: ignore[union-attr]
     assert json.loads(harness.cursor or "{}")["format"] == old["format"]
     assert isinstance(harness.tick(), dg.SkipReason)
 
@@ -103,10 +108,10 @@ def test_sensor_reads_only_the_changed_contract(
     for _ in range(2):
         result = harness.tick()
         if isinstance(result, dg.SensorResult) and result.run_requests:
-            kind, config = _requested(result)
+            kind, contracts = _requested(harness, result)
             assert kind == "incremental"
-            requested |= set(config["projects"])
-    assert requested == {f"project:{pid}", f"project:{unseen}"}
+            requested |= set(contracts)
+    assert requested == {first, other}
     assert json.loads(harness.cursor or "{}")["sweep"] is None
     assert isinstance(harness.tick(), dg.SkipReason)
 
@@ -160,24 +165,25 @@ def test_contracts_a_failed_refresh_did_not_reach_are_requested_again(
     for pid in sorted(world.projects):
         change_project(memory_world.sources_db, random.Random(5), project_id=pid, kind="title")
     result = harness.tick()
-    _, config = _requested(result)
-    assert config["contracts"] == [f"contract:{first}", f"contract:{other}"]
+    _, contracts = _requested(harness, result)
+    assert sorted(contracts) == sorted([first, other])
     request = result.run_requests[0]  # type: ignore[union-attr]
 
-    reached = [p for p in config["projects"] if world.seats[world.projects[p[8:]]] == first]
-    partial = {"ops": {"plan_memory_refresh": {"config": {"projects": reached}}}}
-    died = harness.defs.get_job_def("refresh_memory_tree").execute_in_process(
-        run_config=partial,
+    # The run reaches the first contract's partition, then dies.
+    reached = {k: v for k, v in request.tags.items() if not k.startswith("dagster/")}
+    died = harness.defs.resolve_job_def("refresh_memory_tree").execute_in_process(
         instance=harness.instance,
-        tags={**request.tags, RUN_KEY_TAG: request.run_key or ""},
+        partition_key=first,
+        tags={**reached, RUN_KEY_TAG: request.run_key or ""},
     )
     harness.instance.report_run_failed(died.dagster_run)
     assert harness.instance.get_run_by_id(died.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
 
     retry = harness.tick()
-    _, again = _requested(retry)
-    assert again["contracts"] == [f"contract:{other}"]
-    assert again["projects"] == [p for p in config["projects"] if p not in reached]
+    _, again = _requested(harness, retry)
+    assert again == [other]
+    in_other = sum(1 for s in world.projects.values() if world.seats[s] == other)
+    assert retry.run_requests[0].tags["hltm/projects"] == str(in_other)  # type: ignore[union-attr]
     assert harness.run(retry.run_requests[0]).success  # type: ignore[union-attr]
     assert isinstance(harness.tick(), dg.SkipReason)
     full = {k: v for k, v in json.loads(harness.cursor or "{}").items() if k != "format"}

@@ -17,9 +17,10 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 
 from hltm.embeddings import CachedEmbedder, EmbeddingStats
 from hltm.memory import MemoryConfig, builder_from_settings
+from hltm.memory.planner import memory_partitions
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_JOBS
+from hltm_dagster.defs.memory.assets import MEMORY_ASSETS, MEMORY_CHECKS, MEMORY_JOBS, refresh_tags
 from hltm_dagster.defs.memory.sensors import source_changes
 from hltm_dagster.defs.sources.assets import source_tables
 from hltm_dagster.resources import MemoryTreeResource, build_resources
@@ -49,6 +50,7 @@ def memory_resources(settings: Settings, **tree: Any) -> dict[str, Any]:
 def memory_definitions(settings: Settings, **tree: Any) -> dg.Definitions:
     return dg.Definitions(
         assets=[source_tables, *MEMORY_ASSETS],
+        asset_checks=MEMORY_CHECKS,
         jobs=MEMORY_JOBS,
         sensors=[source_changes],
         resources=memory_resources(settings, **tree),
@@ -88,14 +90,20 @@ class Harness:
         return result
 
     def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-        """The requested run, tagged with its run key as the daemon tags it."""
-        job = self.defs.get_job_def("refresh_memory_tree")
+        """The requested run (a range of memory partitions), tagged with its run key as the
+        daemon tags it."""
+        job = self.defs.resolve_job_def(request.job_name or "refresh_memory_tree")
         return job.execute_in_process(
-            run_config=request.run_config,
             instance=self.instance,
             raise_on_error=False,
             tags={**request.tags, RUN_KEY_TAG: request.run_key or ""},
         )
+
+    def contracts(self, request: dg.RunRequest) -> list[str]:
+        """The memory partitions (contracts) a requested run covers, in the partitions' order."""
+        order = list(self.instance.get_dynamic_partitions("contracts"))
+        start = order.index(request.tags["dagster/asset_partition_range_start"])
+        return order[start : order.index(request.tags["dagster/asset_partition_range_end"]) + 1]
 
     def tick_and_run(self) -> tuple[dg.SensorResult | dg.SkipReason, list[Any]]:
         result = self.tick()
@@ -106,14 +114,32 @@ class Harness:
         return result, runs
 
 
-def materializations(result: dg.ExecuteInProcessResult) -> list[tuple[str, str]]:
-    return sorted(
-        (e.asset_key.to_user_string(), e.partition or "")
+def refresh_all(
+    defs: dg.Definitions, instance: dg.DagsterInstance, settings: Settings, **run: Any
+) -> dg.ExecuteInProcessResult:
+    """A run of `refresh_memory_tree` over every contract's partition (as `hltm refresh` runs
+    it), `run`: more `execute_in_process` arguments."""
+    (tags,) = refresh_tags(instance, memory_partitions(settings.sources_db, settings.derived_db))
+    job = defs.resolve_job_def("refresh_memory_tree")
+    return job.execute_in_process(instance=instance, tags=tags, **run)
+
+
+def level_metadata(result: dg.ExecuteInProcessResult) -> dict[tuple[str, str], dict[str, Any]]:
+    """(asset, contract partition) → the metadata values of the run's materialization."""
+    return {
+        (e.asset_key.to_user_string(), str(e.partition)): {
+            k: v.value for k, v in e.metadata.items()
+        }
         for e in (
-            ev.event_specific_data.materialization
+            ev.event_specific_data.materialization  # type: ignore[union-attr]
             for ev in result.get_asset_materialization_events()
-        )  # type: ignore[union-attr]
-    )
+        )
+    }
+
+
+def rebuilt(result: dg.ExecuteInProcessResult) -> list[str]:
+    """The nodes the run rebuilt, as each level's materialization of each contract lists them."""
+    return sorted(n for meta in level_metadata(result).values() for n in meta["rebuilt"])
 
 
 class HashingEmbedder:

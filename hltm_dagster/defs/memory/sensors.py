@@ -1,73 +1,78 @@
-"""`source_changes`: one refresh run over exactly the nodes a source change affects. The planner
+"""`source_changes`: one refresh of exactly the contracts a source change affects. The planner
 (`hltm.memory.planner`) decides; the sensor reads the instance (runs, partitions) and carries the
-decision to Dagster: dynamic partition requests, a run request with a deterministic run key
-(sha1 of the change set and the cursor's sequence number), the cursor."""
+decision to Dagster: the `contracts` partitions to add and delete, and runs of the memory's asset
+job `refresh_memory_tree` over the affected contracts — one per contiguous range of them in the
+partitions' order (the assets' backfill policy is a single run) — each tagged with the
+refresh's deterministic key (sha1 of the change set and the cursor's sequence number)."""
 
 import time
 
 import dagster as dg
 
 from hltm.memory.build import version_config
-from hltm.memory.models import LEVELS
 from hltm.memory.planner import plan_refresh
 from hltm.warehouse import store_exists
 from hltm_dagster.defs.memory.assets import (
-    ASSET_KEYS,
-    PARTITIONS,
+    CONTRACTS,
     REFRESH_TAG,
     current_hints,
     refresh_memory_tree,
-    refresh_run_config,
 )
-from hltm_dagster.instance import RUN_KEY_TAG, fail_dead_runs
+from hltm_dagster.instance import fail_dead_runs, partition_range_tags, partition_ranges
 from hltm_dagster.resources import PlatformResource
 
-# Above this many affected nodes, the run rebuilds "everything stale" instead of carrying ids.
-MAX_IDS_IN_RUN_CONFIG = 5_000
 # Up to this many partition keys are looked up one by one; more, and all keys are read once.
 MAX_PARTITION_LOOKUPS = 2_000
+# The refresh (the planner's key) each run of the sensor belongs to.
+REQUEST_TAG = "hltm/memory_request"
 _UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
-_ENDED_BADLY = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-_REFRESH_KINDS = ["sensor", "incremental", "full"]
+_ENDED_BADLY = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+_REFRESH_KINDS = ["sensor", "refresh"]
 
 
-def _existing_partitions(
-    instance: dg.DagsterInstance, name: str, keys: set[str] | None
-) -> set[str]:
-    """The partitions of `name` among `keys` (None: all of them), without reading every key of
-    a large partition set for a handful of lookups."""
+def _existing_partitions(instance: dg.DagsterInstance, keys: set[str] | None) -> set[str]:
+    """The memory partitions among `keys` (None: all of them), without reading every key of a
+    large partition set for a handful of lookups."""
+    name = str(CONTRACTS.name)
     if keys is not None and len(keys) <= MAX_PARTITION_LOOKUPS:
         return {k for k in keys if instance.has_dynamic_partition(name, k)}
     existing = set(instance.get_dynamic_partitions(name))
     return existing if keys is None else existing & keys
 
 
-# One asset job per tree level, targeted by the sensor beside the ordered refresh job: the UI then
-# lists `source_changes` under each memory asset's automations. Every run the sensor requests is
-# still the one `refresh_memory_tree` run (leaves, then seats, then contracts).
-LEVEL_JOBS = [
-    dg.define_asset_job(
-        f"materialize_{level}_memory",
-        selection=[ASSET_KEYS[level]],
-        description=f"Materialize chosen {level} memory partitions (the sensor uses the ordered"
-        " `refresh_memory_tree` instead).",
-    )
-    for level in LEVELS
-]
+def refresh_requests(
+    order: list[str], contracts: list[str], key: str, tags: dict[str, str]
+) -> list[dg.RunRequest]:
+    """Runs of `refresh_memory_tree` over `contracts`: one per contiguous range of them in the
+    partitions' `order` (as it is once this tick's partition requests are applied)."""
+    return [
+        dg.RunRequest(
+            run_key=f"{key}-{start}",
+            job_name=refresh_memory_tree.name,
+            tags={
+                REFRESH_TAG: "sensor",
+                REQUEST_TAG: key,
+                **tags,
+                **partition_range_tags(start, end),
+            },
+        )
+        for start, end in partition_ranges(order, set(contracts))
+    ]
 
 
 @dg.sensor(
     name="source_changes",
-    jobs=[refresh_memory_tree, *LEVEL_JOBS],
+    job=refresh_memory_tree,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Detects added, changed, moved and deleted projects (and new or removed seats and "
-    "contracts) and requests one refresh of exactly the affected leaves and ancestor chains.",
+    "contracts) and requests one refresh of exactly the affected contracts' memory partitions "
+    "(their stale nodes rebuilt, their removed ones purged).",
 )
 def source_changes(
     context: dg.SensorEvaluationContext, platform: PlatformResource
@@ -86,12 +91,14 @@ def source_changes(
     hints = current_hints(derived_db, read_only=True)
     config = version_config(platform.llm.get().model, hints, platform.memory_tree.config())
 
-    def ended_badly(run_key: str) -> bool:
-        runs = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
-        return bool(runs) and runs[0].status in _ENDED_BADLY
+    def ended_badly(key: str) -> bool:
+        runs = instance.get_runs(
+            dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=_ENDED_BADLY), limit=1
+        )
+        return bool(runs)
 
-    def existing(level: str, keys: set[str] | None) -> set[str]:
-        return _existing_partitions(instance, str(PARTITIONS[level].name), keys)
+    def existing(keys: set[str] | None) -> set[str]:
+        return _existing_partitions(instance, keys)
 
     decision = plan_refresh(
         context.cursor, sources_db.path, derived_db.path, config, existing, ended_badly, time.time()
@@ -100,33 +107,20 @@ def source_changes(
         context.log.info(note)
     partition_requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]
     partition_requests = []
-    for change in decision.partitions:
-        name = str(PARTITIONS[change.level].name)
-        if change.adds:
-            partition_requests.append(
-                dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=change.adds)
-            )
-        if change.deletes:
-            partition_requests.append(
-                dg.DeleteDynamicPartitionsRequest(
-                    partitions_def_name=name, partition_keys=change.deletes
-                )
-            )
-    plan = decision.plan
-    if plan is None and not partition_requests:
+    if decision.adds:
+        partition_requests.append(CONTRACTS.build_add_request(decision.adds))
+    if decision.deletes:
+        partition_requests.append(CONTRACTS.build_delete_request(decision.deletes))
+    if decision.plan is None and not partition_requests:
         if decision.cursor is not None:
             context.update_cursor(decision.cursor)
         return dg.SkipReason(decision.skip)
     run_requests = []
-    if plan is not None:
-        many = len(plan.rebuilds) + len(plan.deletes) > MAX_IDS_IN_RUN_CONFIG
-        run_requests.append(
-            dg.RunRequest(
-                job_name=refresh_memory_tree.name,
-                run_key=decision.run_key,
-                run_config=refresh_run_config(plan, all_stale=many),
-                tags={REFRESH_TAG: "sensor", **decision.tags},
-            )
+    if decision.plan is not None:
+        gone = set(decision.deletes)  # the order once this tick's requests are applied
+        order = [k for k in instance.get_dynamic_partitions(str(CONTRACTS.name)) if k not in gone]
+        run_requests = refresh_requests(
+            [*order, *decision.adds], decision.contracts, decision.run_key, decision.tags
         )
     return dg.SensorResult(
         run_requests=run_requests,

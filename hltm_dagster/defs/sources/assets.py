@@ -16,7 +16,7 @@ import dagster as dg
 from hltm.sources.ingest import ensure_sources_schema, quarantine_counts, table_counts
 from hltm.sources.schema import TABLES
 from hltm.warehouse import connect
-from hltm_dagster.instance import DATA_VERSION_TAG, partition_ranges
+from hltm_dagster.instance import DATA_VERSION_TAG, added_ranges
 from hltm_dagster.resources import PlatformResource, WarehouseResource
 
 SOURCES_GROUP = "sources"
@@ -26,13 +26,8 @@ VACANCIES = dg.DynamicPartitionsDefinition(name="vacancies")
 
 def vacancy_ranges(instance: dg.DagsterInstance, wanted: set[str]) -> list[tuple[str, str]]:
     """The `vacancies` partitions of these vacancies (the missing ones added first), as
-    contiguous ranges of the partitions' order: a run of a per-vacancy asset job each (one run,
-    unless vacancies were deleted in between)."""
-    name = str(VACANCIES.name)
-    known = set(instance.get_dynamic_partitions(name))
-    if missing := sorted(wanted - known):
-        instance.add_dynamic_partitions(name, missing)
-    return partition_ranges(list(instance.get_dynamic_partitions(name)), wanted)
+    contiguous ranges: a run of a per-vacancy asset job each."""
+    return added_ranges(instance, str(VACANCIES.name), wanted)
 
 
 def source_key(table: str) -> dg.AssetKey:
