@@ -374,6 +374,8 @@ def build_stage(
                 f"build_projected_h_{world_nodes}_{in_flight}": round(projected_h, 2),
                 f"build_llm_floor_h_{world_nodes}_{in_flight}": round(llm_floor_h, 3),
                 f"build_cpu_ms_per_node_{in_flight}": round(1000 * cpu_per_node, 1),
+                f"build_nodes_{in_flight}": nodes,
+                f"build_embedding_calls_{in_flight}": totals["embedding_calls"],
             }
     return figures
 
