@@ -1,4 +1,4 @@
-"""What breaks first at 100,000 projects, 10,000 seats and 1,000 contracts.
+"""What breaks first at 100,000 to 1,000,000 projects (10,000 seats and 1,000 contracts).
 
 Synthetic sources (one short job description per project; memory content is not needed for
 these figures) are written as JSONL and ingested, then each scale-sensitive step is measured:
@@ -10,15 +10,30 @@ these figures) are written as JSONL and ingested, then each scale-sensitive step
   now (read only the contracts changed since the cursor's change number), for one edited
   project and for a move across contracts plus a deletion, with time, peak Python memory and
   rows read;
-* dynamic partitions: adding every project key to a real (SQLite) Dagster instance and reading
-  them back, against Dagster's advice (≤ 100k per asset, ≤ 25k requests per sensor evaluation);
+* with `--postgres`, the same core on the server profile: both stores copied into this machine's
+  PostgreSQL (`migrate_to_server`), then the skip path, one edit's incremental tick and the
+  whole-tree diff;
+* dynamic partitions: adding every project key to a real (SQLite) Dagster instance in the
+  sensor's batches (≤ 25k requests per evaluation) and reading them back, against Dagster's
+  advice of ≤ 100k per asset, beside the coarser key past that: one partition per contract;
 * Chroma: one collection per contract, creation time and a filtered nearest-neighbour query's
   latency, with synthetic 384-d vectors (`--chroma-contracts`, `--items-per-collection`);
 * the nightly judge at its budget, estimated from a per-pair latency (`--pair-seconds`, default
   the write-up's 47 s median) and the worker count.
 
+`--build` measures instead the full build's throughput: the real build path (`full_build`, the
+real `openai` client for chat and embeddings) against the protocol server in its own process,
+each chat answer `--llm-delay-ms` late and each embeddings answer `--embedding-delay-ms`, at each
+`--in-flight` level of LLM calls, on a sample of `--build-contracts` whole contracts shaped like
+the world's (projects and seats per contract). The world's build time is projected from the
+sample's rate (world nodes / nodes per second), beside the LLM floor (world nodes × calls per
+node × delay / calls in flight) and the CPU it would take (client and server CPU per node).
+
     nice .venv/bin/python bench/scale.py --projects 100000 --seats 10000 --contracts 1000
     nice .venv/bin/python bench/scale.py --only-sensor   # ingest and the sensor stage only
+    nice .venv/bin/python bench/scale.py --projects 1000000 --postgres \
+        --chroma-contracts 100 --items-per-collection 1000
+    nice .venv/bin/python bench/scale.py --build --projects 1000000 --in-flight 64,256
 
 Prints a table and ends with one JSON line of headline figures whose keys name figure and scale.
 """

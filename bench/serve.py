@@ -3,7 +3,8 @@
     python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K] [--workers W]
 
 Starts `hltm serve` as its own process (`--workers` serving processes, by default the server's
-own: one per core; offline LLM backend, embedded stores) on a loopback port, over a data dir with
+own: one per core; offline LLM backend, embedded stores, or with `HLTM_DATABASE_URL` set the
+server profile's stores, and the Chroma server if `CHROMA_HOST` is set) on a loopback port, over a data dir with
 a built memory tree (default: the 1,000-project tree `bench/query.py` builds under
 data/bench-query/1k), creates one bearer token per seat, and drives `POST /v1/ask` with
 closed-loop aiohttp clients (each sends its next question as soon as the last one is answered)
@@ -39,7 +40,7 @@ import numpy as np
 from hltm.query.access import create_token
 from hltm.query.scope import Identity
 from hltm.serving.http import default_workers
-from hltm.settings import E5_ONNX_BACKEND
+from hltm.settings import DATABASE_URL_ENV, E5_ONNX_BACKEND
 from hltm.warehouse import connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +83,8 @@ def _start_server(
         "HLTM_LLM_BACKEND": "offline",
         "HLTM_EMBEDDINGS": E5_ONNX_BACKEND,
     }
-    env.pop("CHROMA_HOST", None)
+    if not os.environ.get(DATABASE_URL_ENV):  # the embedded profile: Chroma's files too
+        env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
     command += ["--workers", str(workers), "--concurrency", str(concurrency), "--queue", str(queue)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
