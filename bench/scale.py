@@ -24,8 +24,8 @@ these figures) are written as JSONL and ingested, then each scale-sensitive step
 `--build` measures instead the full build's throughput: the real build path (`full_build`, the
 real `openai` client for chat and embeddings) against the protocol server in its own process,
 each chat answer `--llm-delay-ms` late and each embeddings answer `--embedding-delay-ms`, at each
-`--in-flight` level of LLM calls, on a sample of `--build-contracts` whole contracts shaped like
-the world's (projects and seats per contract). The world's build time is projected from the
+`--in-flight` level of LLM calls, on a sample: one contract of `--build-projects` projects (by
+default the world's projects per contract) in seats of the world's size. The world's build time is projected from the
 sample's rate (world nodes / nodes per second), beside the LLM floor (world nodes × calls per
 node × delay / calls in flight) and the CPU it would take (client and server CPU per node).
 
@@ -321,11 +321,10 @@ def build_stage(
     """Full-build throughput through the real build path (`MemoryBuilder.full_build`, the real
     `openai` client for chat and embeddings) against the latency-injected protocol server, on a
     sample of whole contracts shaped like the world's, projected to the world's node count."""
-    k = args.build_contracts
-    projects = k * max(1, args.projects // args.contracts)
-    seats = k * max(1, args.seats // args.contracts)
+    projects = args.build_projects or max(1, args.projects // args.contracts)
+    seats = -(-projects // max(1, args.projects // args.seats))  # the world's projects per seat
     world_nodes = args.projects + args.seats + args.contracts
-    write_world(root / "sample", projects, seats, k)
+    write_world(root / "sample", projects, seats, 1)
     figures: dict[str, float] = {}
     with protocol_server(args.llm_delay_ms, args.embedding_delay_ms) as base_url:
         server = child_pid("hltm_devkit.openai_server")
@@ -369,7 +368,7 @@ def build_stage(
                 (
                     f"full build, {in_flight} calls in flight: sample",
                     f"{rate:.1f} nodes/s",
-                    f"{nodes:,} nodes ({k} contracts) in {wall:.0f} s; {totals['llm_calls']:,}"
+                    f"{nodes:,} nodes (1 contract) in {wall:.0f} s; {totals['llm_calls']:,}"
                     f" LLM calls, {totals['embedding_calls']:,} embedding calls; CPU"
                     f" {1000 * cpu / nodes:.0f} ms/node here + {1000 * server_cpu / nodes:.0f}"
                     " ms/node in the server",
@@ -486,7 +485,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="only the full-build throughput on a sample of contracts (no ingest of the world)",
     )
-    parser.add_argument("--build-contracts", type=int, default=1, help="the build's sample")
+    parser.add_argument(
+        "--build-projects",
+        type=int,
+        default=0,
+        help="the build's sample: one contract of this many projects, in seats of the world's"
+        " size (default: the world's projects per contract)",
+    )
     parser.add_argument(
         "--in-flight", type=_levels, default=[64, 256], help="LLM calls in flight, e.g. 64,256"
     )

@@ -76,7 +76,7 @@ def _tokens(data: Path, seats: int) -> list[str]:
 
 
 def _start_server(
-    data: Path, port: int, workers: int, concurrency: int, queue: int
+    data: Path, port: int, workers: int, concurrency: int, queue: int, wait_s: float
 ) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
@@ -88,17 +88,19 @@ def _start_server(
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
     command += ["--workers", str(workers), "--concurrency", str(concurrency), "--queue", str(queue)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
+    started = time.monotonic()
+    deadline = started + wait_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise SystemExit("hltm serve exited during start-up")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                print(f"hltm serve answered /healthz after {time.monotonic() - started:.0f} s")
                 return server
         except httpx.HTTPError:
             time.sleep(0.2)
     server.kill()
-    raise SystemExit("hltm serve did not answer /healthz in 180 s")
+    raise SystemExit(f"hltm serve did not answer /healthz in {wait_s:.0f} s (--start-timeout)")
 
 
 def _server_cpu_s(pid: int) -> float:
@@ -208,11 +210,16 @@ def main(argv: list[str] | None = None) -> None:
         "--concurrency", type=int, default=8, help="The server's query slots per worker."
     )
     parser.add_argument("--queue", type=int, default=64, help="The server's waiting queries.")
+    parser.add_argument(
+        "--start-timeout", type=float, default=180.0, help="Seconds to wait for /healthz."
+    )
     args = parser.parse_args(argv)
     data = args.data.resolve()
     tokens = _tokens(data, args.seats)
     port = _free_port()
-    server = _start_server(data, port, args.workers, args.concurrency, args.queue)
+    server = _start_server(
+        data, port, args.workers, args.concurrency, args.queue, args.start_timeout
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         asyncio.run(_phase(base, tokens, 1, 3))  # warm caches (tree, embeddings) first
