@@ -41,6 +41,7 @@ Prints a table and ends with one JSON line of headline figures whose keys name f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -48,6 +49,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +73,7 @@ from hltm.memory.tree import Tree
 from hltm.settings import DATABASE_URL_ENV, Settings
 from hltm.sources.ingest import delete_project, ingest_directory
 from hltm.warehouse import connect, migrate_to_server
+from hltm_devkit.postgres import LocalPostgres, PostgresUnavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from incremental import protocol_server  # noqa: E402  (a sibling bench script)
@@ -241,19 +244,32 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
     }
 
 
-def server_sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[str, float]:
-    """The sensor's core with the stores in PostgreSQL (the server profile): this machine's
-    server in a cluster of its own, the DuckDB stores copied into it by `migrate_to_server`."""
-    from hltm_devkit.postgres import LocalPostgres, PostgresUnavailable
-
-    server = LocalPostgres(durable=False)  # like the tests': no fsync (a bench, not a deployment)
+@contextlib.contextmanager
+def local_postgres(rows: list[tuple[str, str, str]]) -> Iterator[LocalPostgres | None]:
+    """This machine's PostgreSQL in a cluster of its own (no fsync, like the tests': a bench, not
+    a deployment), removed after; None, with a row saying why, when it cannot start."""
+    server = LocalPostgres(durable=False)
     try:
         server.start()
     except PostgresUnavailable as err:
-        rows.append(("sensor on PostgreSQL", "–", f"not measured: {str(err)[:120]}"))
-        return {}
-    db, derived = root / "sources.duckdb", root / "derived.duckdb"
+        rows.append(("PostgreSQL", "–", f"not measured: {str(err)[:120]}"))
+        yield None
+        return
     try:
+        yield server
+    finally:
+        server.stop()
+        if server.root is not None:
+            shutil.rmtree(server.root, ignore_errors=True)
+
+
+def server_sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[str, float]:
+    """The sensor's core with the stores in PostgreSQL (the server profile): this machine's
+    server in a cluster of its own, the DuckDB stores copied into it by `migrate_to_server`."""
+    db, derived = root / "sources.duckdb", root / "derived.duckdb"
+    with local_postgres(rows) as server:
+        if server is None:
+            return {}
         os.environ[DATABASE_URL_ENV] = server.create_database("scale")
         _, copy_s, _ = timed(lambda: migrate_to_server(root))
         rows.append(("PostgreSQL: copy both stores in", f"{copy_s:.0f} s", "migrate_to_server"))
@@ -287,11 +303,7 @@ def server_sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) ->
                 f"peak {full_mb:.0f} MB, {full.nodes_read:,} nodes read; same plan",
             )
         )
-    finally:
         os.environ.pop(DATABASE_URL_ENV, None)
-        server.stop()
-        if server.root is not None:
-            shutil.rmtree(server.root, ignore_errors=True)
     return {
         f"pg_copy_s_{n}": round(copy_s, 1),
         f"pg_sensor_skip_s_{n}": round(skip_s, 3),
@@ -394,14 +406,15 @@ def build_stage(
     return figures
 
 
-def partitions(name: str, keys: list[str], home: Path) -> dict[str, float]:
-    """Add `keys` as one asset's dynamic partitions of a real (SQLite) Dagster instance, in the
-    sensor's batches (≤ 25k per evaluation), then what a tick and a run's launch read back."""
+def partitions(name: str, keys: list[str], home: Path, storage: str = "") -> dict[str, float]:
+    """Add `keys` as one asset's dynamic partitions of a real Dagster instance (SQLite, or the
+    `storage:` section given), in the sensor's batches (≤ 25k per evaluation), then read them
+    back as a tick and a run's launch do."""
     import dagster as dg
 
     os.environ["DAGSTER_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + storage)
     batches = []
     with dg.DagsterInstance.get() as instance:
         for start in range(0, len(keys), 25_000):
@@ -478,7 +491,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--postgres",
         action="store_true",
-        help="also the sensor stage with the stores in this machine's PostgreSQL",
+        help="also the sensor stage with the stores in this machine's PostgreSQL (with"
+        " --only-partitions: a Dagster instance whose storage is there)",
+    )
+    parser.add_argument(
+        "--only-partitions",
+        action="store_true",
+        help="only the partition stage, on the world's keys (no ingest)",
     )
     parser.add_argument(
         "--build",
@@ -503,8 +522,15 @@ def main(argv: list[str] | None = None) -> None:
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        if args.build:
-            figures |= build_stage(root, rows, args)
+        if args.build or args.only_partitions:
+            if args.build:
+                figures |= build_stage(root, rows, args)
+            else:
+                keys = [f"p{i:07d}" for i in range(n)]  # as `write_world` names them
+                contracts = [f"c{i:05d}" for i in range(args.contracts)]
+                figures |= partition_stage(root, rows, keys, contracts, "SQLite")
+                if args.postgres:
+                    figures |= postgres_partition_stage(root, rows, keys, contracts)
             print_table(rows, args)
             print(json.dumps(figures))
             return
@@ -535,6 +561,70 @@ def print_table(rows: list[tuple[str, str, str]], args: argparse.Namespace) -> N
         print(f"{name:<{width}}  {value:>16}  {note}")
 
 
+def partition_stage(
+    root: Path,
+    rows: list[tuple[str, str, str]],
+    keys: list[str],
+    contracts: list[str],
+    backend: str,
+    storage: str = "",
+) -> dict[str, float]:
+    """One partition per project (the memory's key today) beside one per contract (the coarser
+    key past Dagster's advised 100k), each in an instance of its own."""
+    home = root / f"dagster-{backend}"
+    by_project = partitions("projects", keys, home / "projects", storage)
+    size = f"; SQLite files {by_project['db_mb']:.0f} MB" if not storage else ""
+    rows.append(
+        (
+            f"partitions by project ({backend}): add all keys",
+            f"{by_project['add']:.1f} s",
+            f"{len(keys):,} keys in {-(-len(keys) // 25_000)} ticks of 25k (first"
+            f" {by_project['first_batch']:.2f} s, last {by_project['last_batch']:.2f} s){size}",
+        )
+    )
+    rows.append(
+        (
+            f"partitions by project ({backend}): read all / one key",
+            f"{by_project['read_all']:.2f} s / {1000 * by_project['has_one']:.1f} ms",
+            "Dagster advises ≤ 100k per asset",
+        )
+    )
+    by_contract = partitions("contracts", contracts, home / "contracts", storage)
+    rows.append(
+        (
+            f"partitions by contract ({backend}): add all / read all",
+            f"{by_contract['add']:.2f} / {by_contract['read_all']:.3f} s",
+            f"{len(contracts):,} keys, one tick; one key {1000 * by_contract['has_one']:.1f} ms",
+        )
+    )
+    tag = f"{backend.lower()}_{len(keys)}"
+    return {
+        f"partitions_add_s_{tag}": round(by_project["add"], 2),
+        f"partitions_read_all_s_{tag}": round(by_project["read_all"], 2),
+        f"partitions_has_one_ms_{tag}": round(1000 * by_project["has_one"], 2),
+        f"partitions_by_contract_add_s_{backend.lower()}_{len(contracts)}": round(
+            by_contract["add"], 3
+        ),
+    }
+
+
+def postgres_partition_stage(
+    root: Path, rows: list[tuple[str, str, str]], keys: list[str], contracts: list[str]
+) -> dict[str, float]:
+    """The partition stage with the Dagster instance's storage in PostgreSQL (dagster-postgres),
+    as `hltm stack up` configures it."""
+    with local_postgres(rows) as server:
+        if server is None:
+            return {}
+        server.create_database("dagster")
+        storage = (
+            "storage:\n  postgres:\n    postgres_db:\n      hostname: 127.0.0.1\n"
+            f"      port: {server.port}\n      username: hltm\n      db_name: dagster\n"
+            "      scheme: postgresql+psycopg2\n"
+        )
+        return partition_stage(root, rows, keys, contracts, "PostgreSQL", storage)
+
+
 def other_stages(
     root: Path, rows: list[tuple[str, str, str]], n: int, args: argparse.Namespace
 ) -> dict[str, float]:
@@ -542,31 +632,7 @@ def other_stages(
     with connect(root / "sources.duckdb", read_only=True) as con:
         keys = [r[0] for r in con.execute("SELECT project_id FROM projects ORDER BY 1").fetchall()]
         contracts = [r[0] for r in con.execute("SELECT contract_id FROM contracts").fetchall()]
-    by_project = partitions("projects", keys, root / "dagster_home")
-    rows.append(
-        (
-            "partitions by project: add all keys",
-            f"{by_project['add']:.1f} s",
-            f"{len(keys):,} keys in {-(-len(keys) // 25_000)} ticks of 25k (first"
-            f" {by_project['first_batch']:.2f} s, last {by_project['last_batch']:.2f} s);"
-            f" instance's SQLite files {by_project['db_mb']:.0f} MB",
-        )
-    )
-    rows.append(
-        (
-            "partitions by project: read all / one key",
-            f"{by_project['read_all']:.2f} s / {1000 * by_project['has_one']:.1f} ms",
-            "Dagster advises ≤ 100k per asset",
-        )
-    )
-    by_contract = partitions("contracts", contracts, root / "dagster_home_contracts")
-    rows.append(
-        (
-            "partitions by contract: add all / read all",
-            f"{by_contract['add']:.2f} / {by_contract['read_all']:.3f} s",
-            f"{len(contracts):,} keys, one tick; one key {1000 * by_contract['has_one']:.1f} ms",
-        )
-    )
+    figures = partition_stage(root, rows, keys, contracts, "SQLite")
     created_s, p50, p95 = chroma(root / "chroma", args.chroma_contracts, args.items_per_collection)
     rows.append(
         (
@@ -586,10 +652,7 @@ def other_stages(
             f"{args.budget} pairs × {args.pair_seconds:.0f} s / {args.workers} workers",
         )
     )
-    return {
-        f"partitions_add_s_{n}": round(by_project["add"], 2),
-        f"partitions_read_all_s_{n}": round(by_project["read_all"], 2),
-        f"partitions_by_contract_add_s_{len(contracts)}": round(by_contract["add"], 3),
+    return figures | {
         f"chroma_collections_{args.chroma_contracts}_create_s": round(created_s, 2),
         f"chroma_filtered_query_p95_ms_{args.chroma_contracts}": round(p95, 2),
         f"judge_nightly_hours_{args.budget}": round(judge_hours, 2),
