@@ -106,6 +106,14 @@ def write_world(out: Path, projects: int, seats: int, contracts: int) -> None:
     ).write_ndjson(out / "project_documents.jsonl")
 
 
+class Progress(list[tuple[str, str, str]]):
+    """The table's rows, each also said on stderr as it is measured (a 1M run takes long)."""
+
+    def append(self, row: tuple[str, str, str]) -> None:
+        super().append(row)
+        print(f"[{time.strftime('%H:%M:%S')}] {row[0]}: {row[1]}", file=sys.stderr, flush=True)
+
+
 def timed(fn):  # type: ignore[no-untyped-def]
     tracemalloc.start()
     started = time.perf_counter()
@@ -518,7 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embedding-delay-ms", type=float, default=50.0)
     args = parser.parse_args(argv)
     n = args.projects
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, str]] = Progress()
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
