@@ -194,12 +194,14 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
     cold, cold_s, cold_mb = timed(lambda: full_tick(db, derived))
     rows.append(("sensor full diff, empty store", f"{cold_s:.1f} s", f"peak {cold_mb:.0f} MB"))
     store_everything(cold.tree, derived, root / "store.parquet")
+    projects = sorted(split_node_id(k)[1] for k in cold.tree.ids("project"))
+    seat = sorted(split_node_id(k)[1] for k in cold.tree.ids("seat"))[1]
+    del cold  # one whole tree in memory at a time: at 1M each is a few GB
     _, skip_s, _ = timed(skip_path)
     rows.append(("sensor skip path (watermarks)", f"{skip_s:.2f} s", "every 30 s tick"))
     with connect(db, read_only=True) as con:
         since = change_mark(con) or 0
     stored = store_digests(derived)
-    projects = sorted(split_node_id(k)[1] for k in cold.tree.ids("project"))
     reingest_project(root / "world", projects[n // 2], title="Staff backend engineer")
     full, full_s, full_mb = timed(lambda: full_tick(db, derived))
     (inc, since_after, _), inc_s, inc_mb = timed(
@@ -221,8 +223,8 @@ def sensor_stage(root: Path, rows: list[tuple[str, str, str]], n: int) -> dict[s
             f" {full_s / inc_s:.0f}× faster",
         )
     )
+    del full
     # A move across contracts and a deletion in one tick (the plan of the edit is still pending).
-    seat = sorted(split_node_id(k)[1] for k in cold.tree.ids("seat"))[1]
     reingest_project(root / "world", projects[0], seat_id=seat)
     delete_project(db, projects[-1])
     moved_full, moved_full_s, _ = timed(lambda: full_tick(db, derived))
