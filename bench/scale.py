@@ -579,8 +579,8 @@ def partition_stage(
     backend: str,
     storage: str = "",
 ) -> dict[str, float]:
-    """One partition per project (the memory's key today) beside one per contract (the coarser
-    key past Dagster's advised 100k), each in an instance of its own."""
+    """One partition per project beside one per contract (the memory's key past Dagster's
+    advised 100k per asset), each in an instance of its own."""
     home = root / f"dagster-{backend}"
     by_project = partitions("projects", keys, home / "projects", storage)
     size = f"; SQLite files {by_project['db_mb']:.0f} MB" if not storage else ""
