@@ -121,7 +121,7 @@ def _levels(text: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def protocol_server(latency_ms: float) -> Iterator[str]:
+def protocol_server(latency_ms: float, embedding_latency_ms: float = 0.0) -> Iterator[str]:
     """The local protocol server in its own process (its CPU stands for the model's, so it must
     not share this process's interpreter lock); yields its base URL."""
     with socket.socket() as probe:
@@ -129,6 +129,7 @@ def protocol_server(latency_ms: float) -> Iterator[str]:
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "hltm_devkit.openai_server", "--port", str(port)]
     command += ["--latency-ms", str(latency_ms), "--log-level", "warning"]
+    command += ["--embedding-latency-ms", str(embedding_latency_ms)]
     proc = subprocess.Popen(command, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -3,7 +3,8 @@
     python bench/serve.py [--data DIR] [--seconds S] [--clients N] [--seats K] [--workers W]
 
 Starts `hltm serve` as its own process (`--workers` serving processes, by default the server's
-own: one per core; offline LLM backend, embedded stores) on a loopback port, over a data dir with
+own: one per core; offline LLM backend, embedded stores, or with `HLTM_DATABASE_URL` set the
+server profile's stores, and the Chroma server if `CHROMA_HOST` is set) on a loopback port, over a data dir with
 a built memory tree (default: the 1,000-project tree `bench/query.py` builds under
 data/bench-query/1k), creates one bearer token per seat, and drives `POST /v1/ask` with
 closed-loop aiohttp clients (each sends its next question as soon as the last one is answered)
@@ -39,7 +40,7 @@ import numpy as np
 from hltm.query.access import create_token
 from hltm.query.scope import Identity
 from hltm.serving.http import default_workers
-from hltm.settings import E5_ONNX_BACKEND
+from hltm.settings import DATABASE_URL_ENV, E5_ONNX_BACKEND
 from hltm.warehouse import connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,28 +76,31 @@ def _tokens(data: Path, seats: int) -> list[str]:
 
 
 def _start_server(
-    data: Path, port: int, workers: int, concurrency: int, queue: int
+    data: Path, port: int, workers: int, concurrency: int, queue: int, wait_s: float
 ) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
         "HLTM_LLM_BACKEND": "offline",
         "HLTM_EMBEDDINGS": E5_ONNX_BACKEND,
     }
-    env.pop("CHROMA_HOST", None)
+    if not os.environ.get(DATABASE_URL_ENV):  # the embedded profile: Chroma's files too
+        env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
     command += ["--workers", str(workers), "--concurrency", str(concurrency), "--queue", str(queue)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
+    started = time.monotonic()
+    deadline = started + wait_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise SystemExit("hltm serve exited during start-up")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                print(f"hltm serve answered /healthz after {time.monotonic() - started:.0f} s")
                 return server
         except httpx.HTTPError:
             time.sleep(0.2)
     server.kill()
-    raise SystemExit("hltm serve did not answer /healthz in 180 s")
+    raise SystemExit(f"hltm serve did not answer /healthz in {wait_s:.0f} s (--start-timeout)")
 
 
 def _server_cpu_s(pid: int) -> float:
@@ -206,11 +210,16 @@ def main(argv: list[str] | None = None) -> None:
         "--concurrency", type=int, default=8, help="The server's query slots per worker."
     )
     parser.add_argument("--queue", type=int, default=64, help="The server's waiting queries.")
+    parser.add_argument(
+        "--start-timeout", type=float, default=180.0, help="Seconds to wait for /healthz."
+    )
     args = parser.parse_args(argv)
     data = args.data.resolve()
     tokens = _tokens(data, args.seats)
     port = _free_port()
-    server = _start_server(data, port, args.workers, args.concurrency, args.queue)
+    server = _start_server(
+        data, port, args.workers, args.concurrency, args.queue, args.start_timeout
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         asyncio.run(_phase(base, tokens, 1, 3))  # warm caches (tree, embeddings) first

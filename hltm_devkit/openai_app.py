@@ -156,9 +156,15 @@ class OpenAIApp:
     `LocalOpenAIServer` runs it on a port."""
 
     def __init__(
-        self, *, latency_s: float = 0.0, serial: bool = False, interrupt_requests: bool = False
+        self,
+        *,
+        latency_s: float = 0.0,
+        embedding_latency_s: float = 0.0,
+        serial: bool = False,
+        interrupt_requests: bool = False,
     ) -> None:
         self.latency_s = latency_s
+        self.embedding_latency_s = embedding_latency_s
         # Like llama-cpp-python's server by default: one slot, and a request that arrives while
         # an answer streams ends that stream at once (`[DONE]`, no finish_reason).
         self.interrupt_requests = interrupt_requests
@@ -559,7 +565,10 @@ class OpenAIApp:
         if refused is not None:
             state.record(RequestRecord("embeddings", None, kind, refused.status_code))
             return refused
+        started = time.monotonic()
         vectors = await run_in_threadpool(self._embed, texts)
+        # Like `latency_s` for chat: a remote embedding server's round trip, its own time included.
+        await self._pause(self.embedding_latency_s - (time.monotonic() - started))
         data = []
         for i, vector in enumerate(np.asarray(vectors, dtype="<f4")):
             embedding: Any = (

@@ -45,9 +45,10 @@ misbehave:
   refused as ``reject_json_schema`` does, ``{"type": "json_object", "schema": …}`` is enforced
   (the answer fits), and without a schema on the wire the model echoes its input.
 
-``timeout`` is "answers slower than the client's timeout". Two server-wide options model a slow
+``timeout`` is "answers slower than the client's timeout". Server-wide options model a slow
 server: ``latency_s`` (``--latency-ms``) makes every chat answer take that long (the offline
-handler's own time included), for benchmarks;
+handler's own time included), and ``embedding_latency_s`` (``--embedding-latency-ms``) every
+embeddings answer, for benchmarks;
 ``serial=True`` (``--serial``) answers one chat request at a time, like a llama.cpp server with one
 slot: a request that arrives while another is generating waits, and is counted in
 ``stats.stacked``, so tests can show that a timed-out request was not re-sent onto a busy server.
@@ -136,6 +137,7 @@ class LocalOpenAIServer(OpenAIApp):
         task_modules: Iterable[str] = (),
         log_level: str = "warning",
         latency_s: float = 0.0,
+        embedding_latency_s: float = 0.0,
         serial: bool = False,
         interrupt_requests: bool = False,
     ) -> None:
@@ -147,7 +149,12 @@ class LocalOpenAIServer(OpenAIApp):
         self._thread: threading.Thread | None = None
         self.port: int | None = None
         self.task_modules = import_task_modules(task_modules)
-        super().__init__(latency_s=latency_s, serial=serial, interrupt_requests=interrupt_requests)
+        super().__init__(
+            latency_s=latency_s,
+            embedding_latency_s=embedding_latency_s,
+            serial=serial,
+            interrupt_requests=interrupt_requests,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -310,6 +317,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="fixed delay added to every chat answer (benchmarks of LLM-bound work)",
     )
     parser.add_argument(
+        "--embedding-latency-ms",
+        type=float,
+        default=0.0,
+        help="fixed delay of every embeddings answer (a remote embedding server's round trip)",
+    )
+    parser.add_argument(
         "--serial",
         action="store_true",
         help="answer one chat request at a time, like a llama.cpp server with one slot",
@@ -331,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         task_modules=modules,
         log_level=args.log_level,
         latency_s=args.latency_ms / 1000,
+        embedding_latency_s=args.embedding_latency_ms / 1000,
         serial=args.serial,
         interrupt_requests=args.interrupt_requests,
     )
