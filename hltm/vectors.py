@@ -96,6 +96,9 @@ class ReadersWriter:
 
 
 _CLIENT_USE = ReadersWriter()  # the process's embedded client: its readers and its reopen
+# chromadb's registry of one shared system per path is not thread-safe: threads that start the
+# first client of a path at once get a KeyError or a half-built system. One starts it at a time.
+_CLIENT_START = threading.Lock()
 
 
 class VectorIndexUnavailable(StoreError):
@@ -233,7 +236,8 @@ def _client(settings: Settings) -> ClientAPI:
 
 def _connected_client(settings: Settings) -> ClientAPI:
     try:
-        return _client(settings)
+        with _CLIENT_START:
+            return _client(settings)
     except Exception as err:  # chromadb's HttpClient: "Could not connect to a Chroma server"
         if fault := index_fault(settings, err):
             raise fault from err
@@ -284,10 +288,11 @@ class VectorStore:
         with _CLIENT_USE.writing():
             if _generation != seen_generation:
                 return
-            old = _client(self.settings)
-            _client.cache_clear()
-            old.close()  # stops the shared system, so the next client loads the files anew
-            _client(self.settings)
+            with _CLIENT_START:
+                old = _client(self.settings)
+                _client.cache_clear()
+                old.close()  # stops the shared system, so the next client loads the files anew
+                _client(self.settings)
             _generation += 1
 
     def repair(self) -> list[str]:
@@ -337,7 +342,7 @@ class VectorStore:
     def _reset(self) -> None:
         """An empty embedded index in place of one that cannot be opened."""
         global _generation
-        with _CLIENT_USE.writing():
+        with _CLIENT_USE.writing(), _CLIENT_START:
             try:
                 old = _client(self.settings)
             except Exception:  # noqa: BLE001 - it cannot even be opened: nothing to close

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,10 +19,11 @@ import pytest
 from chromadb.api.models.Collection import Collection
 from click.testing import CliRunner
 
+from hltm.embeddings import make_embedder
 from hltm.memory.store import memory_collection_name
 from hltm.settings import Settings
 from hltm.sources.ingest import ingest_directory
-from hltm.vectors import _client
+from hltm.vectors import VectorStore, _client
 from hltm_cli import main
 from hltm_cli.dagster_runs import dagster_home
 from hltm_cli.demo import build_memory
@@ -98,3 +100,26 @@ def test_a_full_disk_then_a_damaged_index_are_said_in_one_line_and_healed_by_ref
     assert "re-indexed" in healed and "built 1 project" in healed
     again = runner.invoke(main, asked)
     assert again.exit_code == 0 and "citations: " in again.output, again.output
+
+
+def test_threads_that_open_the_embedded_index_at_once_all_get_it(tmp_path: Path) -> None:
+    """A serving process's threads start the client of a path together (the first requests
+    after start): chromadb's registry of shared systems raised a KeyError in some of them."""
+    failures: list[str] = []
+
+    def open_index(store: VectorStore, start: threading.Barrier) -> None:
+        start.wait()
+        try:
+            store.client.heartbeat()
+        except Exception as err:  # noqa: BLE001 - every failure is the finding
+            failures.append(repr(err))
+
+    for trial in range(3):
+        settings = Settings(data_dir=tmp_path / str(trial))
+        store, start = VectorStore(settings, make_embedder(settings)), threading.Barrier(8)
+        threads = [threading.Thread(target=open_index, args=(store, start)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
