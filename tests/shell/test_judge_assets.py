@@ -103,7 +103,7 @@ def test_sensor_adds_partitions_and_requests_one_run_for_changes(world: Settings
 
 
 def _judge_every_vacancy(
-    world: Settings, instance: dg.DagsterInstance, budget: int = 0
+    world: Settings, instance: dg.DagsterInstance, budget: int | None = None
 ) -> tuple[dg.ExecuteInProcessResult, dict[str, Any]]:
     """One `judge_refresh` run over every vacancy's partition (the nightly schedule's run), and
     its totals as `hltm judge run` reads them."""
