@@ -113,3 +113,21 @@ def test_a_fresh_daemon_after_the_demo_launches_no_llm_run(after_demo) -> None: 
         meta["vacancy_version"].value
         == load_calibrations(settings.derived_db)["v001"].vacancy_version
     )  # type: ignore[attr-defined]
+
+    # budget 0 publishes from the cache: the pairs the first run deferred stay unjudged
+    judge_defs = dg.Definitions.merge(judge.defs, dg.Definitions(resources=_resources(settings)))
+    ids = sorted(vacancy_ids(settings.sources_db))
+    rerun = judge_defs.resolve_job_def(judge_refresh_job.name).execute_in_process(
+        run_config={"ops": {"judge_scores": {"config": {"budget": 0}}}},
+        instance=instance,
+        tags=partition_range_tags(ids[0], ids[-1]),
+    )
+    scores = [
+        e.materialization.metadata
+        for e in rerun.get_asset_materialization_events()
+        if e.materialization.asset_key == dg.AssetKey("judge_scores")
+    ]
+    assert {m["run_budget"].value for m in scores} == {0}
+    assert sum(m["deferred_by_budget"].value for m in scores) > 0  # type: ignore[misc]
+    with connect(settings.derived_db) as con:
+        assert con.execute("SELECT count(*) FROM judge_scores").fetchone() == scores_before
