@@ -38,11 +38,15 @@ TINY_WORLD = WorldSize(
     contracts=1, seats_per_contract=2, projects_per_seat=2, resumes=36, vacancies=3
 )
 
-# Session worlds expensive to build (memory trees, embedded resumes; `ingested_sources` is the
-# small world whose tree the memory tests build, its texts embedded once): every file using one
-# runs on one worker, so each is built and embedded once per run, not once per worker. They are
-# the heaviest work units, so they start first, and the rest fills in around them.
-SHARED_WORLDS = ("built_world", "tiny_world", "ingested_sources", "own_export")
+# Session worlds expensive to build (memory trees, embedded resumes): every file using one runs
+# on one worker, so each is built and embedded once per run, not once per worker. They are the
+# heaviest work units, so they start first, and the rest fills in around them.
+SHARED_WORLDS = ("built_world", "tiny_world", "own_export")
+# The small world's sources, on which each memory test builds its own tree: cheap to ingest in
+# each worker, and the tree's e5 vectors are handed from worker to worker (SharedVectors), so
+# each file using them is a unit of its own. Ranked just after the first two worlds (the
+# longest work first), they keep both workers busy to the end instead of all on one.
+SPREAD_WORLDS = ("ingested_sources",)
 
 
 def require_realdata(*names: str) -> Path:
@@ -208,21 +212,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Work units for `--dist loadgroup`: a file's tests stay on one worker, as with `loadfile`
     (its module fixtures are built once), every file using one of the `SHARED_WORLDS` joins that
     world's unit, and files marked with one `xdist_group` share a worker (and the process's
-    embedding memo). The shared worlds' units come first, then the marked groups (also built
-    around something expensive), then the files in their order (`--no-loadscope-reorder` keeps
-    it), so the long units are under way early and the short ones even out the end."""
+    embedding memo). The shared worlds' units come first (the files of the `SPREAD_WORLDS` after
+    the first two), then the marked groups (also built around something expensive), then the
+    files in their order (`--no-loadscope-reorder` keeps it), so the long units are under way
+    early and the short ones even out the end."""
     sharing: dict[Path, str] = {}
+    spread: set[Path] = set()
     for item in items:
         for world in SHARED_WORLDS:
             if world in item.fixturenames:
                 sharing.setdefault(item.path, world.replace("_", "-"))
+        if any(world in item.fixturenames for world in SPREAD_WORLDS):
+            spread.add(item.path)
     groups = {item.nodeid: _group(item, sharing) for item in items}
     worlds = [world.replace("_", "-") for world in SHARED_WORLDS]
+    worlds.insert(2, "spread")  # after the first two worlds
 
     def rank(item: pytest.Item) -> int:
         group = groups[item.nodeid]
         if group in worlds:
             return worlds.index(group)
+        if item.path in spread and item.get_closest_marker("xdist_group") is None:
+            return worlds.index("spread")
         return len(worlds) + (item.get_closest_marker("xdist_group") is None)
 
     items.sort(key=rank)
