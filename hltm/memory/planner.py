@@ -96,15 +96,12 @@ def memory_partitions(sources_db: Path, derived_db: Path) -> set[str]:
     """The memory's partitions a whole-tree refresh runs over: every contract of the sources,
     and every contract still stored (its purge is a run of its partition)."""
     contracts: set[str] = set()
-    for path, sql in (
-        (sources_db, "SELECT contract_id FROM contracts"),
-        (derived_db, f"SELECT DISTINCT contract_id FROM {MEMORY_TABLE}"),
-    ):
+    for path, table in ((sources_db, "contracts"), (derived_db, MEMORY_TABLE)):
         if store_exists(path):
             with connect(path, read_only=True) as con:
-                table = sql.rsplit(" ", 1)[-1]
                 if table_exists(con, table):
-                    contracts |= {str(r[0]) for r in con.execute(sql).fetchall()}
+                    rows = con.execute(f"SELECT DISTINCT contract_id FROM {table}").fetchall()
+                    contracts |= {str(r[0]) for r in rows}
     return contracts
 
 

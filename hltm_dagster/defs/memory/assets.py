@@ -88,19 +88,30 @@ _COSTS = (
 
 
 def _level_metadata(
-    level: str, contract: str, tree: Tree, purged_from: dict[str, str], reports: list[NodeReport]
-) -> dict[str, Any]:
-    """One level's materialization of one contract: every node of the level with its version,
+    level: str,
+    contracts: list[str],
+    tree: Tree,
+    purged_from: dict[str, str],
+    reports: list[NodeReport],
+) -> dict[str, dict[str, Any]]:
+    """One level's materialization of each contract: every node of the level with its version,
     what this run rebuilt or purged (each node's exact lineage, item counts and cost) and the
-    totals. Nodes not listed under `rebuilt` or `purged` were current and not touched."""
-    versions = {
-        n: tree.versions[n] for n in tree.ids(level) if tree.nodes[n].contract_id == contract
-    }
-    mine = [
-        r
-        for r in reports
-        if r.level == level and (r.node_id in versions or purged_from.get(r.node_id) == contract)
-    ]
+    totals. Nodes not listed under `rebuilt` or `purged` were current and not touched. One pass
+    over the level's nodes and the run's reports, whatever the number of contracts."""
+    versions: dict[str, dict[str, str]] = {c: {} for c in contracts}
+    for n in tree.ids(level):
+        if (mine := versions.get(tree.nodes[n].contract_id)) is not None:
+            mine[n] = tree.versions[n]
+    reported: dict[str, list[NodeReport]] = {c: [] for c in contracts}
+    for r in reports:
+        node = tree.nodes.get(r.node_id)
+        contract = node.contract_id if node is not None else purged_from.get(r.node_id)
+        if r.level == level and contract in reported:
+            reported[contract].append(r)
+    return {c: _contract_metadata(versions[c], reported[c]) for c in contracts}
+
+
+def _contract_metadata(versions: dict[str, str], mine: list[NodeReport]) -> dict[str, Any]:
     rebuilt = {r.node_id: r.metadata() for r in mine if r.status == "built"}
     purged = {r.node_id: r.previous_version for r in mine if r.status == "deleted"}
     totals = {k: sum(int(m[k]) for m in rebuilt.values()) for k in _COSTS}
@@ -128,7 +139,8 @@ def _refresh_contracts(
     for line in repairs:
         context.log.warning(f"vector index: {line}")
     if config.from_scratch:
-        mine = [n for n, b in builder.store.built().items() if b.contract_id in set(contracts)]
+        wanted = set(contracts)
+        mine = [n for n, b in builder.store.built().items() if b.contract_id in wanted]
         context.log.warning(f"from_scratch: dropping the {len(mine)} stored node(s) first")
         builder.store.delete(mine)
     # The two stores must agree first: orphans swept, lost items re-indexed (every contract after
@@ -166,7 +178,7 @@ def _refresh_contracts(
             },
         )
     for level in LEVELS:
-        per_contract = {c: _level_metadata(level, c, tree, purged_from, reports) for c in contracts}
+        per_contract = _level_metadata(level, contracts, tree, purged_from, reports)
         if level == "contract" and repairs:  # what the run repaired first, shown with the tree
             for meta in per_contract.values():
                 meta["repairs"] = dg.MetadataValue.json(repairs)
