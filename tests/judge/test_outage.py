@@ -116,7 +116,10 @@ def test_nothing_is_published_before_a_single_candidate_was_judged(tmp_path: Pat
 def test_the_quote_gate_opens_again_after_a_bad_spell_of_the_model(tmp_path: Path) -> None:
     db = tmp_path / "derived.duckdb"
     with LocalOpenAIServer() as server:
-        llm = quick(make_llm(openai_settings(server, llm_timeout_s=0.5, llm_max_retries=0)))
+        # The same model (one configuration): a generous timeout where the server answers, a
+        # short one where it hangs, so a slow machine cannot turn a good answer into an outage.
+        llm = quick(make_llm(openai_settings(server, llm_timeout_s=10, llm_max_retries=0)))
+        hasty = quick(make_llm(openai_settings(server, llm_timeout_s=0.5, llm_max_retries=0)))
         config = judge_config(llm)
 
         def gate(**window: int):  # type: ignore[no-untyped-def]
@@ -130,7 +133,7 @@ def test_the_quote_gate_opens_again_after_a_bad_spell_of_the_model(tmp_path: Pat
         server.clear_faults()
         server.inject("timeout", times="always", delay_s=1.0)
         # the pool's evaluations fail the gate: a run judges the failed ones again too
-        down = judge_pool(db, llm, VACANCY, POOL, config=config, workers=3, rejudge_blocked=True)
+        down = judge_pool(db, hasty, VACANCY, POOL, config=config, workers=3, rejudge_blocked=True)
         assert (down.cached, down.failed, down.rejudged) == (0, 12, 0)  # a failure keeps them
         server.clear_faults()
         server.wait_idle()
