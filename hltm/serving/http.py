@@ -251,16 +251,29 @@ def create_app(
 def start_engine(settings: Settings, limits: ServeLimits) -> QueryEngine:
     """A serving process's engine, warmed up. A store that cannot be read now (a damaged
     index, a full disk) is said once and served anyway: the requests that need it answer 503
-    naming it and what to do, and answer again once it is repaired (`hltm refresh`)."""
+    naming it and what to do, and answer again once it is repaired (`hltm refresh`).
+
+    A stop (SIGTERM) during the warm-up is a normal exit: raised inside a DuckDB query, it comes
+    back as DuckDB's "Query interrupted", which printed a traceback and made `hltm serve` report
+    the worker as failed."""
     try:
         engine = QueryEngine(settings, db_wait_s=limits.db_wait_s)
+        try:
+            engine.warm_up()
+        except StoreError as err:
+            log.error("serving without a warm start: %s", err)
     except VectorIndexUnavailable as err:  # a Chroma server that is down: nothing to serve
         raise SystemExit(str(err)) from None
-    try:
-        engine.warm_up()
-    except StoreError as err:
-        log.error("serving without a warm start: %s", err)
+    except Exception:
+        if _STOP_REQUESTED.is_set():
+            raise SystemExit(0) from None
+        raise
+    if _STOP_REQUESTED.is_set():  # the interrupted query was said as a store that cannot be read
+        raise SystemExit(0)
     return engine
+
+
+_STOP_REQUESTED = threading.Event()  # set by SIGTERM: what the warm-up's errors are read against
 
 
 def stop_cleanly_on_sigterm() -> None:
@@ -271,6 +284,7 @@ def stop_cleanly_on_sigterm() -> None:
     and the resource tracker reported the semaphores they release as leaked."""
 
     def stop(signum: int, frame: Any) -> None:
+        _STOP_REQUESTED.set()
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)

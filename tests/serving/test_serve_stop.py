@@ -1,8 +1,10 @@
 """A serving worker stopped with SIGTERM (how `hltm serve` stops its workers, and `kill`) exits as
 a normal exit, so multiprocessing's finalizers release what it holds: before, uvicorn raised the
 signal again after its graceful shutdown, the default handler killed the process there, and the
-resource tracker reported the semaphores as leaked ("2 leaked semaphore objects"). And a worker
-whose `hltm serve` was killed outright stops too: before, it kept serving the port as an orphan."""
+resource tracker reported the semaphores as leaked ("2 leaked semaphore objects"). A worker
+stopped while it warms up exits normally too: before, the stop came back out of a DuckDB query as
+"Query interrupted", a traceback and a failed worker. And a worker whose `hltm serve` was killed
+outright stops: before, it kept serving the port as an orphan."""
 
 from __future__ import annotations
 
@@ -53,6 +55,47 @@ def test_a_worker_stopped_with_sigterm_exits_normally() -> None:
             worker.kill()
             worker.join()
     assert worker.exitcode == 0, f"exit code {worker.exitcode} (-{signal.SIGTERM}: killed by it)"
+
+
+class _WarmingEngine:
+    """An engine whose warm-up is one long DuckDB query, as a real one reading a large tree."""
+
+    warming: Any = None
+
+    def __init__(self, settings: Any, db_wait_s: float) -> None:
+        pass
+
+    def warm_up(self) -> None:
+        import duckdb
+
+        self.warming.set()
+        duckdb.connect().execute("select sum(i) from range(1000000000000) t(i)").fetchall()
+
+
+def _warming_worker(warming: Any) -> None:
+    """A serving worker's start, up to the end of its warm-up."""
+    from hltm.serving import http
+
+    http.stop_cleanly_on_sigterm()
+    _WarmingEngine.warming = warming
+    http.QueryEngine = _WarmingEngine  # type: ignore[misc,assignment]
+    http.start_engine(None, http.ServeLimits())  # type: ignore[arg-type]
+
+
+def test_a_worker_stopped_while_it_warms_up_exits_normally() -> None:
+    warming = SPAWN.Event()
+    worker = SPAWN.Process(target=_warming_worker, args=(warming,))
+    worker.start()
+    try:
+        assert warming.wait(timeout=60), "the worker did not start warming up"
+        time.sleep(0.2)  # inside the query
+        worker.terminate()
+        worker.join(timeout=30)
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+    assert worker.exitcode == 0, f"exit code {worker.exitcode}"
 
 
 def _serve(started: Any, worker_pid: Any) -> None:
