@@ -59,6 +59,10 @@ _TYPES = (
 # database's default collation (a managed PostgreSQL's is usually a language's, where 'B' follows
 # 'a'): the column carries it, and every expression over the column inherits it.
 _DDL = re.compile(r"^\s*(CREATE|ALTER)\s+(TEMP\w*\s+)?TABLE\b", re.IGNORECASE)
+_IF_NOT_EXISTS = re.compile(
+    r"^\s*CREATE\s+(UNIQUE\s+)?(TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\b", re.IGNORECASE
+)
+_MADE_MEANWHILE = (pg_errors.UniqueViolation, pg_errors.DuplicateTable, pg_errors.DuplicateObject)
 _TEXT_COLUMN = re.compile(r"\bVARCHAR\b(\s*\[\])?", re.IGNORECASE)
 # A text holds no NUL in PostgreSQL: a statement that hashes DuckDB's NULL marker `chr(0)` marks
 # with U+0001 instead, and its md5 hashes the bytes DuckDB hashes (`md5_with_nul`, below).
@@ -139,8 +143,15 @@ class PostgresConnection:
             )
         sql, params = self._upsert(sql, params)
         text, values = translate(sql, params)
+        alone = self.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         try:
             self._cursor = self.raw.execute(text, values, prepare=False)
+        except _MADE_MEANWHILE:
+            # `CREATE … IF NOT EXISTS` is not atomic: two sessions creating one table at once
+            # (two refreshes' first writes) make one of them fail. It exists now, as asked.
+            if not (alone and _IF_NOT_EXISTS.match(sql)):
+                raise
+            self._cursor = None
         except pg_errors.UndefinedTable as err:
             raise duckdb.CatalogException(str(err)) from err
         except pg_errors.UndefinedColumn as err:
@@ -254,7 +265,9 @@ def connection(url: str, schema: str) -> PostgresConnection:
     raw.execute(f'SET search_path TO "{schema}"')
     for signature, definition in _FUNCTIONS:
         if raw.execute("SELECT to_regprocedure(%s)", [signature]).fetchone() == (None,):
-            with contextlib.suppress(pg_errors.UniqueViolation, pg_errors.InternalError):
+            # Made by another session meanwhile (two processes' first connections at once).
+            made = (pg_errors.UniqueViolation, pg_errors.DuplicateFunction, pg_errors.InternalError)
+            with contextlib.suppress(*made):
                 raw.execute(definition)
     pool[(url, schema)] = con = PostgresConnection(raw, schema)
     return con

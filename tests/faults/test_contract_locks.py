@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hltm import postgres
 from hltm.runlock import JUDGE_RUN, MAX_CONTRACT_LOCKS, MEMORY_REFRESH, run_lock, running
 from hltm.settings import Settings
 from tests.faults.test_one_run_at_a_time import _holder, _release, _wait_until
@@ -127,3 +128,30 @@ def test_the_whole_deployment_where_contracts_cannot_run_at_once(
     many = [f"c{i}" for i in range(MAX_CONTRACT_LOCKS + 1)]
     with run_lock(tmp_path, MEMORY_REFRESH, "run 2", contracts=many) as held:
         assert held is None
+
+
+def test_two_first_writes_make_one_table_at_once(server_profile: Settings) -> None:
+    """Two refreshes' first writes on a new database: both connect to a new schema (which makes
+    its functions) and create the same table at the same moment. Before, one of them failed
+    ("duplicate key value violates unique constraint pg_type_typname_nsp_index")."""
+    url = server_profile.database_url or ""
+    failures: list[str] = []
+    for attempt in range(8):
+        at_once = threading.Barrier(2)
+
+        def first_write(
+            schema: str = f"race{attempt}", at_once: threading.Barrier = at_once
+        ) -> None:
+            at_once.wait(10)
+            try:
+                con = postgres.connection(url, schema)
+                con.execute("CREATE TABLE IF NOT EXISTS nodes (node_id VARCHAR PRIMARY KEY)")
+            except Exception as err:  # noqa: BLE001 - collected, asserted below
+                failures.append(f"{type(err).__name__}: {err}")
+
+        both = [threading.Thread(target=first_write) for _ in range(2)]
+        for thread in both:
+            thread.start()
+        for thread in both:
+            thread.join(30)
+    assert failures == []
