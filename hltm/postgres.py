@@ -11,14 +11,15 @@ DuckDB's error classes, so a caller has one `except` for both.
 
 PostgreSQL readers never wait on writers (MVCC), so a connection is kept open per thread and
 store and reused: nothing is locked by holding it, and the ~25 ms a DuckDB file costs to open
-is not paid per request. The run locks (`hltm.runlock`) are the database's advisory locks, each
-on a connection of its own.
+is not paid per request. The run locks (`hltm.runlock`) are the database's advisory locks, a
+run's on a connection of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -27,6 +28,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from typing import Any
 import duckdb
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
 from psycopg.adapt import Loader
 
 from hltm.settings import without_password
@@ -56,6 +59,10 @@ _TYPES = (
 # database's default collation (a managed PostgreSQL's is usually a language's, where 'B' follows
 # 'a'): the column carries it, and every expression over the column inherits it.
 _DDL = re.compile(r"^\s*(CREATE|ALTER)\s+(TEMP\w*\s+)?TABLE\b", re.IGNORECASE)
+_IF_NOT_EXISTS = re.compile(
+    r"^\s*CREATE\s+(UNIQUE\s+)?(TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\b", re.IGNORECASE
+)
+_MADE_MEANWHILE = (pg_errors.UniqueViolation, pg_errors.DuplicateTable, pg_errors.DuplicateObject)
 _TEXT_COLUMN = re.compile(r"\bVARCHAR\b(\s*\[\])?", re.IGNORECASE)
 # A text holds no NUL in PostgreSQL: a statement that hashes DuckDB's NULL marker `chr(0)` marks
 # with U+0001 instead, and its md5 hashes the bytes DuckDB hashes (`md5_with_nul`, below).
@@ -136,8 +143,15 @@ class PostgresConnection:
             )
         sql, params = self._upsert(sql, params)
         text, values = translate(sql, params)
+        alone = self.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         try:
             self._cursor = self.raw.execute(text, values, prepare=False)
+        except _MADE_MEANWHILE:
+            # `CREATE … IF NOT EXISTS` is not atomic: two sessions creating one table at once
+            # (two refreshes' first writes) make one of them fail. It exists now, as asked.
+            if not (alone and _IF_NOT_EXISTS.match(sql)):
+                raise
+            self._cursor = None
         except pg_errors.UndefinedTable as err:
             raise duckdb.CatalogException(str(err)) from err
         except pg_errors.UndefinedColumn as err:
@@ -251,7 +265,9 @@ def connection(url: str, schema: str) -> PostgresConnection:
     raw.execute(f'SET search_path TO "{schema}"')
     for signature, definition in _FUNCTIONS:
         if raw.execute("SELECT to_regprocedure(%s)", [signature]).fetchone() == (None,):
-            with contextlib.suppress(pg_errors.UniqueViolation, pg_errors.InternalError):
+            # Made by another session meanwhile (two processes' first connections at once).
+            made = (pg_errors.UniqueViolation, pg_errors.DuplicateFunction, pg_errors.InternalError)
+            with contextlib.suppress(*made):
                 raw.execute(definition)
     pool[(url, schema)] = con = PostgresConnection(raw, schema)
     return con
@@ -394,6 +410,12 @@ def _copy_rows(source: duckdb.DuckDBPyConnection, target: PostgresConnection, ta
 # ---- run locks: session-level advisory locks ---------------------------------------------------
 
 _NAME_BYTES = 63  # PostgreSQL keeps this much of a connection's application_name
+# A holder's note is kept short: PostgreSQL shows the first 1024 bytes of a statement (its
+# `track_activity_query_size`), and the note is in the statement's text (6 bytes a character
+# at most, as JSON).
+_NOTE_CHARS = 150
+_NOTE_MARK = "hltm_lock_note"
+_NOTE = re.compile(r"\$\$([^$]*)\$\$ AS \"?" + _NOTE_MARK + r"\"?\s*$")
 
 
 def lock_key(name: str) -> int:
@@ -402,64 +424,126 @@ def lock_key(name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+@dataclass(frozen=True)
+class LockHolder:
+    """A session that holds a run lock: who (its run), its process and host, since when (None
+    for a holder of another role: PostgreSQL shows its connection's name but not its times),
+    whether it holds the lock shared, the note it left on what it holds (None when it cannot be
+    read), and its session's id in the database."""
+
+    holder: str
+    pid: int
+    host: str
+    since: datetime | None
+    shared: bool
+    note: str | None
+    session: int
+
+
 @contextmanager
-def advisory_lock(
-    url: str, name: str, holder: str, waiting: Callable[[], None] | None = None
+def advisory_locks(
+    url: str,
+    holder: str,
+    exclusive: Sequence[str],
+    shared: str | None = None,
+    waiting: Callable[[], None] | None = None,
+    note: str = "",
 ) -> Iterator[None]:
-    """Hold the database's lock `name` for the block, on a connection of its own: a session
-    lock, so PostgreSQL releases it when that connection ends, whether the block returns or
-    its process dies. When another session holds it, `waiting` is called, then this one waits.
-    The connection's application_name says who holds it (`lock_holder`)."""
-    key = lock_key(name)
+    """Hold the database's lock `shared` in shared mode, then the locks `exclusive` (sorted by
+    name) for the block, all on one connection of its own: session locks, so PostgreSQL
+    releases them when that connection ends, whether the block returns or its process dies.
+    Every caller takes them in this one order, so two holders never wait on each other. When
+    another session holds one, `waiting` is called, then this one waits for it. The
+    connection's application_name says who holds them and its last statement carries `note`
+    (what it holds, for `lock_holders`)."""
+    wanted = ([(lock_key(shared), True)] if shared is not None else []) + [
+        (lock_key(name), False) for name in sorted(set(exclusive))
+    ]
     who = f"{os.getpid()}@{socket.gethostname()} "
     who += holder.encode()[: _NAME_BYTES - len(who.encode())].decode(errors="ignore")
-    # A server-wide idle_session_timeout would end the idle connection, and the lock with it.
+    # A server-wide idle_session_timeout would end the idle connection, and the locks with it.
     raw = psycopg.connect(
         url, autocommit=True, application_name=who, options="-c idle_session_timeout=0"
     )
     try:
-        taken = raw.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
-        if taken != (True,):
-            if waiting is not None:
-                waiting()
-            raw.execute("SELECT pg_advisory_lock(%s)", [key])
-        # The holder's `query_start` is now: the moment it took the lock.
-        raw.execute("SELECT set_config('application_name', %s, false)", [who])
+        for key, in_shared_mode in wanted:
+            mode = "_shared" if in_shared_mode else ""
+            taken = raw.execute(f"SELECT pg_try_advisory_lock{mode}(%s)", [key]).fetchone()
+            if taken != (True,):
+                if waiting is not None:
+                    waiting()
+                raw.execute(f"SELECT pg_advisory_lock{mode}(%s)", [key])
+        # The holder's `query_start` is now: the moment it took the locks. The note goes in the
+        # statement's text (`pg_stat_activity.query`), dollar-quoted: JSON without a `$` in it.
+        said = json.dumps(note[:_NOTE_CHARS]).replace("$", "\\u0024")
+        raw.execute(
+            sql.SQL("SELECT set_config('application_name', {}, false), {} AS {}").format(
+                sql.Literal(who), sql.SQL(f"$${said}$$"), sql.Identifier(_NOTE_MARK)
+            )
+        )
     except BaseException:
         raw.close()
         raise
     try:
         yield
     finally:
-        try:
-            raw.execute("SELECT 1")
+        try:  # released now, not when the server has ended the session after `close`
+            raw.execute("SELECT pg_advisory_unlock_all()")
         except psycopg.Error:
             log.warning(
-                "%s lost its lock %r during the run (its session was ended: a restart of the"
+                "%s lost its lock(s) during the run (its session was ended: a restart of the"
                 " database, or an administrator); another run of the same work may have run"
                 " beside it",
                 holder,
-                name,
             )
         raw.close()
 
 
-def lock_holder(url: str, name: str) -> tuple[str, int, str, datetime | None] | None:
-    """Who holds the lock `name` of the database: (holder, process id, host, since), or None
-    when no session does. `since` is None for a holder of another role (PostgreSQL shows its
-    connection's name but not its times)."""
+def lock_holders(url: str, name: str) -> list[LockHolder]:
+    """The sessions that hold the lock `name` of the database (shared or not), oldest first; a
+    session still waiting for another of its locks is not one of them."""
     key = lock_key(name) & 0xFFFF_FFFF_FFFF_FFFF
     with psycopg.connect(url, autocommit=True) as raw:
-        row = raw.execute(
-            "SELECT a.application_name, a.query_start FROM pg_locks l"
+        rows = raw.execute(
+            "SELECT a.application_name, a.query_start, a.query, l.mode, l.pid FROM pg_locks l"
             " JOIN pg_stat_activity a ON a.pid = l.pid"
             " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
             " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND l.classid::bigint = %s AND l.objid::bigint = %s",
+            " AND l.classid::bigint = %s AND l.objid::bigint = %s"
+            " AND NOT EXISTS (SELECT 1 FROM pg_locks w"
+            " WHERE w.pid = l.pid AND w.locktype = 'advisory' AND NOT w.granted)"
+            " ORDER BY a.query_start NULLS LAST, l.pid",
             [key >> 32, key & 0xFFFF_FFFF],
-        ).fetchone()
-    if row is None:
-        return None
-    first, _, holder = (row[0] or "").partition(" ")
-    pid, _, host = first.partition("@")
-    return holder, int(pid) if pid.isdigit() else 0, host or "an unknown host", row[1]
+        ).fetchall()
+    holders = []
+    for name_of, since, query, mode, session in rows:
+        first, _, holder = (name_of or "").partition(" ")
+        pid, _, host = first.partition("@")
+        said = _NOTE.search(query or "")
+        holders.append(
+            LockHolder(
+                holder,
+                int(pid) if pid.isdigit() else 0,
+                host or "an unknown host",
+                since,
+                mode == "ShareLock",
+                json.loads(said.group(1)) if said else None,
+                session,
+            )
+        )
+    return holders
+
+
+def sessions_holding(url: str, names: Sequence[str]) -> set[int]:
+    """The sessions (ids in the database) that hold any of the locks `names`."""
+    keys = [lock_key(n) for n in names]
+    with psycopg.connect(url, autocommit=True) as raw:
+        rows = raw.execute(
+            "SELECT DISTINCT l.pid FROM pg_locks l"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            # The two halves of the key as the signed bigint it is (the shift wraps).
+            " AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY(%s)",
+            [keys],
+        ).fetchall()
+    return {r[0] for r in rows}

@@ -73,6 +73,12 @@ def database_url() -> str | None:
     return _env(DATABASE_URL_ENV)
 
 
+def chroma_host() -> str | None:
+    """The Chroma server every process shares, or None for the data dir's embedded index (which
+    one process at a time may write)."""
+    return _env("CHROMA_HOST")
+
+
 def without_password(url: str) -> str:
     """A database URL fit to print: its password replaced by `***`."""
     from urllib.parse import urlsplit, urlunsplit
@@ -167,7 +173,7 @@ class Settings:
         )
         settings = cls(
             data_dir=Path(_env("HLTM_DATA_DIR", "data") or "data").resolve(),
-            chroma_host=_env("CHROMA_HOST"),
+            chroma_host=chroma_host(),
             chroma_port=int(_env("CHROMA_PORT", "8000") or 8000),
             llm_backend=_env("HLTM_LLM_BACKEND", OFFLINE_BACKEND) or OFFLINE_BACKEND,
             llm_model=_env("HLTM_LLM_MODEL", "gpt-4o-mini") or "gpt-4o-mini",

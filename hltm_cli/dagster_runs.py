@@ -15,7 +15,8 @@ from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, running
 from hltm_cli.common import fail, settings
 
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-# Jobs whose work runs one at a time per data dir (`hltm.runlock`): a second one waits.
+# Jobs whose work runs one at a time (`hltm.runlock`; a refresh per contract on the server
+# profile): a second one waits.
 EXCLUSIVE = {
     "refresh_memory_tree": MEMORY_REFRESH,
     "judge_refresh": JUDGE_RUN,
@@ -43,19 +44,22 @@ def run_job(  # type: ignore[no-untyped-def]
     asset_selection: list[str] | None = None,
     partition_key: str | None = None,
     fail_on_error: bool = True,
+    contracts: set[str] | None = None,
 ):
     """Run a job of the code location on the persistent instance, in this process: a run of the
     code location (`hltm_dagster.instance.execute_located`), listed under its job in the UI and
     re-executable there. A failed run exits with its steps' reasons, or is returned as it is
     (`fail_on_error=False`). Dagster's console shows nothing below CRITICAL: a failure is
     printed once, as each failed step's own line, not as the event log's stack traces
-    (`dagster dev` keeps them)."""
+    (`dagster dev` keeps them). `contracts`: those a memory refresh covers (what it would wait
+    for is said first)."""
     import dagster as dg
 
     from hltm_dagster.instance import execute_located, fail_dead_runs, located_job
 
     job, origin = located_job(name)
-    if name in EXCLUSIVE and (what := running(settings().data_dir, EXCLUSIVE[name])):
+    exclusive = EXCLUSIVE.get(name)
+    if exclusive and (what := running(settings().data_dir, exclusive, contracts)):
         click.secho(f"waiting: {what}; this run starts when it ends", fg="yellow", err=True)
     selection = [dg.AssetKey(key) for key in asset_selection] if asset_selection else None
     config = {**QUIET_RUN, **(run_config or {})}
@@ -102,7 +106,10 @@ def refresh_memory(
     with dg.DagsterInstance.get() as instance:
         runs = refresh_tags(instance, wanted)
     config = {"ops": {"memory_tree": {"config": {"from_scratch": True}}}} if from_scratch else None
-    results = [run_job(REFRESH_JOB, config, tags=tags, fail_on_error=False) for tags in runs]
+    results = [
+        run_job(REFRESH_JOB, config, tags=tags, fail_on_error=False, contracts=wanted)
+        for tags in runs
+    ]
     kept = memory_partitions(cfg.sources_db, cfg.derived_db)
     with dg.DagsterInstance.get() as instance:
         for key in sorted(set(instance.get_dynamic_partitions(name)) - kept):

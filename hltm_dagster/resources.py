@@ -8,7 +8,7 @@ build it on a temporary data directory.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -153,18 +153,22 @@ class PlatformResource(dg.ConfigurableResource):
 
     @contextmanager
     def exclusive(
-        self, work: str, context: dg.OpExecutionContext | dg.AssetExecutionContext
-    ) -> Iterator[None]:
-        """The block as the data dir's only `work` under way (`hltm.runlock`): a run that
-        finds another one at it says so in its log and waits for it to end."""
+        self,
+        work: str,
+        context: dg.OpExecutionContext | dg.AssetExecutionContext,
+        contracts: Collection[str] | None = None,
+    ) -> Iterator[frozenset[str] | None]:
+        """The block as the deployment's only `work` under way on these `contracts` (a memory
+        refresh's; None: every one), through `hltm.runlock.run_lock`, whose answer it gets: a
+        run that finds another one at it says so in its log and waits for it to end."""
         holder = f"run {context.run.run_id[:8]} ({context.job_name})"
         data_dir = self.derived_db.path.parent
 
         def waiting(what: str) -> None:
             context.log.warning(f"waiting: {what}")
 
-        with run_lock(data_dir, work, holder, waiting):
-            yield
+        with run_lock(data_dir, work, holder, waiting, contracts) as held:
+            yield held
 
 
 def build_resources(

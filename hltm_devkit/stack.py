@@ -70,8 +70,14 @@ run_coordinator:
 concurrency:
   runs:
     max_concurrent_runs: 4
+    # Memory refreshes of different contracts run at once, each holding its contracts' locks
+    # (hltm.runlock). A run of one contract carries it in its partition tag, so a second run of
+    # that contract waits here rather than in a run slot; a run of a range of contracts is
+    # tagged only with its ends, and the locks alone keep it off the others' contracts.
     tag_concurrency_limits:
-      - key: hltm/memory_refresh
+      - key: dagster/partition
+        value:
+          applyLimitPerUniqueValue: true
         limit: 1
 run_launcher:
   module: dagster.core.launcher

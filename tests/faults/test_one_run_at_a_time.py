@@ -40,16 +40,19 @@ HOLD = """
 import sys
 from pathlib import Path
 from hltm.runlock import run_lock
-with run_lock(Path(sys.argv[1]), sys.argv[2], sys.argv[3]):
+with run_lock(Path(sys.argv[1]), sys.argv[2], sys.argv[3], contracts=sys.argv[4:] or None):
     print("held", flush=True)
     sys.stdin.readline()
 """
 
 
-def _holder(data_dir: Path, work: str, who: str) -> subprocess.Popen[str]:
-    """Another process at `work` (as `who`) until a line reaches its stdin."""
+def _holder(
+    data_dir: Path, work: str, who: str, contracts: list[str] | None = None
+) -> subprocess.Popen[str]:
+    """Another process at `work` (as `who`, on `contracts` or every one) until a line reaches
+    its stdin."""
     process = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(HOLD), str(data_dir), work, who],
+        [sys.executable, "-c", textwrap.dedent(HOLD), str(data_dir), work, who, *(contracts or [])],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert process.stdout is not None and process.stdout.readline().strip() == "held"

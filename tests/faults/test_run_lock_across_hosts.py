@@ -1,6 +1,7 @@
-"""On the server profile, one memory refresh and one judge run at a time per deployment, not per
-data dir: two build hosts share the database but each has its own data dir, so the run lock is
-the database's (a session-level advisory lock), and a killed holder leaves nothing held.
+"""On the server profile, the run locks are the deployment's, not the data dir's: two build hosts
+share the database but each has its own data dir, so the locks are the database's (session-level
+advisory locks), and a killed holder leaves nothing held. (A refresh per contract:
+`test_contract_locks.py`.)
 
 Before, the lock was a file of the data dir alone: a second host's refresh of the same database
 found nothing running and built the same nodes again."""

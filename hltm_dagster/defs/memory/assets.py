@@ -29,7 +29,7 @@ from hltm.memory.flow import NodeReport
 from hltm.memory.hints import Hints
 from hltm.memory.models import LEVELS
 from hltm.memory.store import degraded_nodes
-from hltm.memory.tree import Plan, Tree, plan_contracts
+from hltm.memory.tree import Plan, Tree, contracts_of, plan_contracts
 from hltm.runlock import MEMORY_REFRESH
 from hltm.warehouse import connect, store_exists
 from hltm_dagster.defs.patterns.assets import MEMORY_HINTS_KEY
@@ -129,12 +129,16 @@ def _contract_metadata(versions: dict[str, str], mine: list[NodeReport]) -> dict
 
 
 def _refresh_contracts(
-    context: AssetExecutionContext, config: MemoryTreeConfig, platform: PlatformResource
+    context: AssetExecutionContext,
+    config: MemoryTreeConfig,
+    platform: PlatformResource,
+    builder: MemoryBuilder,
+    tree: Tree,
 ) -> Iterator[dg.MaterializeResult]:
     contracts = list(context.partition_keys)
-    builder = make_builder(platform)
     # A vector index a full disk or a crash left unreadable is rebuilt from the stored nodes
-    # (derived data: nothing is lost), on every path that refreshes the memory.
+    # (derived data: nothing is lost), on every path that refreshes the memory. Only the data
+    # dir's embedded index is repaired, and a refresh beside it holds every contract's lock.
     repairs = builder.store.vectors.repair()
     for line in repairs:
         context.log.warning(f"vector index: {line}")
@@ -152,7 +156,7 @@ def _refresh_contracts(
             f" {len(reindexed)} node(s) whose items were missing"
         )
         context.log.warning(repairs[-1])
-    tree, built = builder.tree(), builder.store.built()
+    built = builder.store.built()
     plan: Plan = plan_contracts(tree, built, contracts)
     context.log.info(f"plan: {plan.describe()}")
     reports = [*builder.delete(plan.deletes), *builder.build(plan.rebuilds)]
@@ -244,9 +248,27 @@ _PROJECT_INPUTS = (
 def memory_tree(
     context: AssetExecutionContext, config: MemoryTreeConfig, platform: PlatformResource
 ) -> Iterator[dg.MaterializeResult]:
-    """The run's contracts' subtrees made current, under the data dir's one memory refresh."""
-    with platform.exclusive(MEMORY_REFRESH, context):
-        yield from _refresh_contracts(context, config, platform)
+    """The run's contracts' subtrees made current, each contract by one run at a time: the run
+    holds the lock of every contract it writes (`hltm.runlock`), the run's own and the former
+    contract of a node that moved into one of them, which it learns from its plan under the
+    locks of its own; it then takes them all again, in the one order every run takes locks."""
+    covered = set(context.partition_keys)
+    while True:
+        with platform.exclusive(MEMORY_REFRESH, context, covered) as held:
+            builder = make_builder(platform)
+            tree = builder.tree()
+            if held is not None:
+                built = builder.store.built()
+                plan = plan_contracts(tree, built, context.partition_keys)
+                if wider := set(contracts_of(plan, tree, built)) - held:
+                    context.log.info(
+                        f"nodes moved here from contract(s) {', '.join(sorted(wider))}:"
+                        " taking their locks too"
+                    )
+                    covered |= wider
+                    continue
+            yield from _refresh_contracts(context, config, platform, builder, tree)
+            return
 
 
 # ---- checks (steps of every run of the memory assets) -------------------------------------------
