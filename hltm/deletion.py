@@ -48,6 +48,7 @@ from hltm.memory.store import (
 from hltm.memory.tree import Plan
 from hltm.query.access import TOKENS_TABLE
 from hltm.query.log import QUERY_LOG_TABLE, compact_query_log, forget_queries, log_path
+from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, delete_resume
 from hltm.warehouse import connect, rewrite_live_rows, store_exists, table_exists
@@ -144,11 +145,25 @@ def gather(settings: Settings, kind: str, row_id: str) -> Deleted:
     return deleted
 
 
-def delete_everywhere(settings: Settings, kind: str, row_id: str) -> PurgeReport:
-    """Delete a source row with its children, then everything derived from them."""
+def delete_everywhere(
+    settings: Settings,
+    kind: str,
+    row_id: str,
+    waiting: Callable[[str], None] | None = None,
+) -> PurgeReport:
+    """Delete a source row with its children, then everything derived from them.
+
+    The purge holds the memory refresh's and the judge run's locks (`hltm.runlock`; `waiting` is
+    told what it waits for): a refresh or a judge run under way read the rows before they went
+    and would store what it derived from them after the purge, where nothing removes it."""
     deleted = gather(settings, kind, row_id)
     _DELETERS[kind](settings.sources_db, row_id)
-    return purge(settings, deleted)
+    holder = f"hltm delete {kind} {row_id}"
+    with (
+        run_lock(settings.data_dir, MEMORY_REFRESH, holder, waiting),
+        run_lock(settings.data_dir, JUDGE_RUN, holder, waiting),
+    ):
+        return purge(settings, deleted)
 
 
 def purge_orphans(settings: Settings) -> PurgeReport:

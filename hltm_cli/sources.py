@@ -185,6 +185,10 @@ def delete() -> None:
     """Delete a project (with its documents, actions and vacancies), a document or a resume."""
 
 
+def _say_waiting(what: str) -> None:
+    click.secho(f"waiting: {what}; the delete's purge goes on when it ends", fg="yellow", err=True)
+
+
 def _deleter(kind: str):  # type: ignore[no-untyped-def]
     @delete.command(
         name=kind,
@@ -197,7 +201,7 @@ def _deleter(kind: str):  # type: ignore[no-untyped-def]
 
         config = settings()
         try:
-            report = delete_everywhere(config, kind, row_id)
+            report = delete_everywhere(config, kind, row_id, _say_waiting)
         except (KeyError, FileNotFoundError) as err:
             fail(str(err.args[0] if err.args else err))  # str() of a KeyError adds quotes
         observe_sources(redacted=bool(report.purged.get("ranking_journal rows redacted")))

@@ -19,6 +19,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from hltm.deletion import delete_everywhere
 from hltm.memory import builder_from_settings
 from hltm.runlock import JUDGE_RUN, MEMORY_REFRESH, run_lock, running
 from hltm.settings import Settings
@@ -124,3 +125,31 @@ def second_is_told_and_waits(holder_dir: Path, here: Path, work: str, who: str) 
     thread.join(timeout=30)
     assert entered.is_set() and running(here, work) is None
     return what, holder.pid
+
+
+@pytest.mark.parametrize("work", [MEMORY_REFRESH, JUDGE_RUN])
+def test_a_delete_purges_after_the_refresh_or_judge_run_under_way(
+    settings: Settings, tmp_path: Path, work: str
+) -> None:
+    """A refresh or a judge run under way read the rows before the delete removed them, and would
+    store what it derived from them after the purge: the purge waits for it, told what it is."""
+    export = one_project_per_contract(tmp_path / "export", ["c1"])
+    assert ingest_directory(export, settings.sources_db).quarantined == 0
+    holder = _holder(settings.data_dir, work, "run 1a2b3c4d (under way)")
+    told: list[str] = []
+    done = threading.Event()
+
+    def delete() -> None:
+        delete_everywhere(settings, "project", "p0", told.append)
+        done.set()
+
+    deleting = threading.Thread(target=delete)
+    try:
+        deleting.start()
+        _wait_until(lambda: told, "told what the delete waits for")
+        assert "run 1a2b3c4d (under way)" in told[0]
+        assert not done.is_set()
+    finally:
+        _release(holder)
+        deleting.join(timeout=60)
+    assert done.is_set()
