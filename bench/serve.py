@@ -76,7 +76,7 @@ def _tokens(data: Path, seats: int) -> list[str]:
 
 
 def _start_server(
-    data: Path, port: int, workers: int, concurrency: int, queue: int, wait_s: float
+    data: Path, port: int, workers: int, concurrency: int | None, queue: int, wait_s: float
 ) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "HLTM_DATA_DIR": str(data),
@@ -86,7 +86,9 @@ def _start_server(
     if not os.environ.get(DATABASE_URL_ENV):  # the embedded profile: Chroma's files too
         env.pop("CHROMA_HOST", None)
     command = [str(Path(sys.executable).parent / "hltm"), "serve", "--port", str(port)]
-    command += ["--workers", str(workers), "--concurrency", str(concurrency), "--queue", str(queue)]
+    command += ["--workers", str(workers), "--queue", str(queue)]
+    if concurrency is not None:
+        command += ["--concurrency", str(concurrency)]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     started = time.monotonic()
     deadline = started + wait_s
@@ -207,7 +209,10 @@ def main(argv: list[str] | None = None) -> None:
         "--workers", type=int, default=default_workers(), help="The server's processes."
     )
     parser.add_argument(
-        "--concurrency", type=int, default=8, help="The server's query slots per worker."
+        "--concurrency",
+        type=int,
+        default=None,
+        help="The server's query slots per worker (default: the server's own).",
     )
     parser.add_argument("--queue", type=int, default=64, help="The server's waiting queries.")
     parser.add_argument(

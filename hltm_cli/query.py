@@ -111,7 +111,11 @@ def ask(
     " core, up to 4].",
 )
 @click.option(
-    "--concurrency", default=8, show_default=True, help="Queries run at once, per worker."
+    "--concurrency",
+    default=None,
+    type=click.IntRange(1),
+    help="Queries run at once, per worker [default: 8 with a model server, 1 with the offline"
+    " backend, whose queries are CPU only].",
 )
 @click.option(
     "--queue", default=64, show_default=True, help="Queries waiting before 503, per worker."
@@ -136,7 +140,7 @@ def serve(
     host: str,
     port: int,
     workers: int | None,
-    concurrency: int,
+    concurrency: int | None,
     queue: int,
     db_wait: float,
     log_flush: float,
@@ -152,16 +156,18 @@ def serve(
       GET  /healthz                   liveness, no token
       GET  /openapi.json              the OpenAPI description of all of these
     """
-    from hltm.serving.http import ServeLimits, default_workers
+    from hltm.serving.http import ServeLimits, default_concurrency, default_workers
     from hltm.serving.http import serve as run
 
+    config = settings()
     workers = workers or default_workers()
+    concurrency = concurrency or default_concurrency(config)
     click.echo(
         f"query endpoint on http://{host}:{port}/v1/ask, {workers} worker(s) (Ctrl-C to stop)"
     )
     try:
         limits = ServeLimits(concurrency, queue, db_wait, log_flush)
-        run(settings(), host, port, limits, workers, access_log)
+        run(config, host, port, limits, workers, access_log)
     except SystemExit as err:
         if isinstance(err.code, str):
             fail(err.code)

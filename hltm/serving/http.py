@@ -61,7 +61,7 @@ from hltm.serving.api import (
     openapi_spec,
 )
 from hltm.serving.balance import ConnectionShares, balanced
-from hltm.settings import Settings
+from hltm.settings import OFFLINE_BACKEND, Settings
 from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import DatabaseBusy
 
@@ -340,6 +340,14 @@ def _worker(
         if counts is not None:
             counts[index] = 0  # a stopped worker holds no share (the others stop closing)
         engine.query_log.stop_flushing(limits.db_wait_s)
+
+
+def default_concurrency(settings: Settings) -> int:
+    """Queries run at once per worker: 8 with a model server, whose answers they wait on; 1 with
+    the offline backend, whose queries are CPU only, so threads of one process only take turns
+    on the interpreter: under 50 clients, 8 slots spent 12% more CPU a request than under one
+    client, 1 slot no more (docs/query.md)."""
+    return 1 if settings.llm_backend == OFFLINE_BACKEND else ServeLimits.concurrency
 
 
 def default_workers() -> int:

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from hltm.query.access import create_token, identity_for_token, list_tokens, revoke_token
 from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
-from hltm.serving.http import create_app
+from hltm.serving.http import create_app, default_concurrency
 from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
 
 
@@ -315,3 +315,12 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_0(
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "failed" not in err
     assert out.splitlines()[-1] == "query endpoint stopped"
+
+
+def test_queries_at_once_per_worker_follow_what_a_query_waits_on(tmp_path: Path) -> None:
+    """With the offline backend a query is CPU only: one at a time per worker (threads would only
+    take turns on the interpreter); with a model server, several wait on its answers at once."""
+    from hltm.settings import Settings
+
+    assert default_concurrency(Settings(data_dir=tmp_path, llm_backend="offline")) == 1
+    assert default_concurrency(Settings(data_dir=tmp_path, llm_backend="openai")) == 8
