@@ -42,19 +42,27 @@ def _worker(started: Any, in_pool: bool = False) -> None:
     uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")).run()
 
 
-def test_a_worker_stopped_with_sigterm_exits_normally() -> None:
-    started = SPAWN.Event()
-    worker = SPAWN.Process(target=_worker, args=(started,))
+def _exit_code_on_sigterm(target: Any, at: str, pause_s: float = 0.0) -> int | None:
+    """The exit code of a process running `target(event)`, sent SIGTERM (as serve's stop and
+    `kill` send it) `pause_s` after it sets the event (it is then `at` that point)."""
+    event = SPAWN.Event()
+    worker = SPAWN.Process(target=target, args=(event,))
     worker.start()
     try:
-        assert started.wait(timeout=60), "the worker's server did not start"
-        worker.terminate()  # SIGTERM, as serve's stop and `kill` send it
-        worker.join(timeout=30)
+        assert event.wait(timeout=60), f"the worker never got {at}"
+        time.sleep(pause_s)
+        worker.terminate()
+        worker.join(timeout=60)
     finally:
         if worker.is_alive():
             worker.kill()
             worker.join()
-    assert worker.exitcode == 0, f"exit code {worker.exitcode} (-{signal.SIGTERM}: killed by it)"
+    return worker.exitcode
+
+
+def test_a_worker_stopped_with_sigterm_exits_normally() -> None:
+    code = _exit_code_on_sigterm(_worker, "its server started")
+    assert code == 0, f"exit code {code} (-{signal.SIGTERM}: killed by it)"
 
 
 class _WarmingEngine:
@@ -88,19 +96,8 @@ def _warming_worker(warming: Any) -> None:
 
 
 def test_a_worker_stopped_while_it_warms_up_exits_normally() -> None:
-    warming = SPAWN.Event()
-    worker = SPAWN.Process(target=_warming_worker, args=(warming,))
-    worker.start()
-    try:
-        assert warming.wait(timeout=60), "the worker did not start warming up"
-        time.sleep(0.2)  # inside the query
-        worker.terminate()
-        worker.join(timeout=60)
-    finally:
-        if worker.is_alive():
-            worker.kill()
-            worker.join()
-    assert worker.exitcode == 0, f"exit code {worker.exitcode}"
+    code = _exit_code_on_sigterm(_warming_worker, "into its warm-up's query", pause_s=0.2)
+    assert code == 0, f"exit code {code}"
 
 
 def _serve(started: Any, worker_pid: Any) -> None:
