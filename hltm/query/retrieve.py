@@ -302,12 +302,16 @@ def _stated_fields(
     return {f: tuple(indices) for f, indices in out.items()}
 
 
+def _of_fields(stated: dict[str, tuple[int, ...]], fields: list[str]) -> list[int]:
+    """The facet indices of `_stated_fields` that state one of `fields`, in facet order."""
+    return sorted(i for f in fields for i in stated.get(f, ()))
+
+
 def stating(node: NodeView, fields: list[str]) -> list[int]:
     """Indices of the node's facets that state one of `fields`. A project's title counts only
     where a document or vacancy of it names it: the title its record gives ("Catering kitchen
     expansion") names the project, not a role."""
-    stated = _stated_fields(node.level, node.project_id, node.facets)
-    return sorted(i for f in fields for i in stated.get(f, ()))
+    return _of_fields(_stated_fields(node.level, node.project_id, node.facets), fields)
 
 
 class ListingIndex:
@@ -323,10 +327,6 @@ class ListingIndex:
         self.max_entries = max_entries
         self._entries: OrderedDict[tuple[str, str], dict[str, tuple[int, ...]]] = OrderedDict()
         self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
 
     def _keep(self, found: dict[tuple[str, str], dict[str, tuple[int, ...]]]) -> None:
         with self._lock:
@@ -365,8 +365,7 @@ class ListingIndex:
             known |= {n: entry for (n, _), entry in read.items()}
         out = {}
         for node_id, entry in known.items():
-            found = sorted(i for f in fields for i in (entry or {}).get(f, ()))
-            if found:
+            if found := _of_fields(entry or {}, fields):
                 out[node_id] = tuple(found)
         return out
 
