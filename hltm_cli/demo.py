@@ -271,7 +271,7 @@ def demo(seed: int, size: str) -> None:
         )
 
     steps = [
-        run_step("sample world → sources.duckdb", sources),
+        run_step("sample world → the sources store", sources),
         run_step("observe sources in Dagster", observe),
         run_step("adaptation: mine the query log for patterns → memory hints", patterns),
         run_step(

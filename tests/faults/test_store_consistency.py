@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import dagster as dg
 import numpy as np
 
 from hltm.memory import builder_from_settings, memory_collection_name
@@ -35,7 +36,9 @@ def _one_project(settings: Settings) -> tuple[Any, str, str]:
 
 
 def _asset_check(settings: Settings) -> Any:
-    return memory_store_consistent(platform=build_resources(settings)["platform"])  # type: ignore[call-arg]
+    return memory_store_consistent(  # type: ignore[call-arg]
+        dg.build_asset_check_context(), platform=build_resources(settings)["platform"]
+    )
 
 
 def test_crash_leftovers_are_found_flagged_and_swept(memory_world: Settings) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import random
 
 import dagster as dg
+import numpy as np
 
+from hltm.memory import memory_collection_name
 from hltm.memory.store import read_built
 from hltm.settings import Settings
 from hltm.warehouse import connect
@@ -154,13 +156,22 @@ def test_a_contracts_partition_builds_its_whole_subtree(memory_world: Settings) 
     contract = world.contracts[0]
     instance.add_dynamic_partitions("contracts", [contract])
     resources = build_resources(memory_world)
-    assets = [*MEMORY_ASSETS, source_tables]
+    # What another refresh running beside this one has written so far: an item of a node of its
+    # own contract whose row has not flipped yet. Not this run's business, and not an orphan.
+    other = memory_collection_name(world.contracts[1])
+    written = resources["platform"].vectors.get().collection(other)
+    written.add(ids=["in-flight"], documents=["x"], embeddings=np.ones((1, 384), np.float32))
+    assets = [*MEMORY_ASSETS, *MEMORY_CHECKS, source_tables]
     # The UI's Materialize of any of the three selects the other two (one step).
     one_level = dg.AssetSelection.assets("seat_memory").required_multi_asset_neighbors()
     result = dg.materialize(
         assets, selection=one_level, partition_key=contract, instance=instance, resources=resources
     )
     assert result.success
+    checked = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    consistency = checked["memory_store_consistent"]
+    assert consistency.passed, consistency.description
+    assert consistency.description.endswith("(over the run's 1 contract(s))")
     seats = {s for s, c in world.seats.items() if c == contract}
     mine = {
         *(f"project:{p}" for p, s in world.projects.items() if s in seats),
