@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from dagster._core.storage.tags import (
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG as ASSET_PARTITION_RANGE_START_TAG,
 )
+from dagster._core.storage.tags import PARTITION_NAME_TAG
 from dagster._serdes.config_class import ConfigurableClassData
 
 from hltm.settings import Settings
@@ -242,6 +243,21 @@ def partition_range_tags(start: str, end: str) -> dict[str, str]:
     """The tags of one run over the partitions `start`…`end` of an asset whose backfill policy
     is a single run (what a backfill of that range launches)."""
     return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}
+
+
+def run_partitions(run: dg.DagsterRun, order: Callable[[], list[str]]) -> set[str] | None:
+    """The partition keys a run covers, from its tags (`order`: the partitions' order, read
+    only for a range); None when its tags name none or a key no longer there."""
+    if key := run.tags.get(PARTITION_NAME_TAG):
+        return {key}
+    start = run.tags.get(ASSET_PARTITION_RANGE_START_TAG)
+    end = run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    if start is None or end is None:
+        return None
+    keys = order()
+    if start not in keys or end not in keys:
+        return None
+    return set(keys[keys.index(start) : keys.index(end) + 1])
 
 
 def added_ranges(instance: Any, name: str, wanted: set[str]) -> list[tuple[str, str]]:

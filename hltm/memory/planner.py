@@ -26,10 +26,15 @@ Each evaluation:
    and new for a move — with a deterministic key (sha1 of the change set and the cursor's
    sequence number).
 
-The cursor remembers the refresh it requested and the change number its diff started from. If
-one of its runs fails or is canceled (a killed run is failed by run monitoring), the next tick diffs again
-from that older change number: the contracts the run did not reach are requested again,
-although the change log has nothing newer for them. Diffing against what is *stored* (not against the previous
+Contracts a refresh run is still working on (`busy`) are left out of the diff (their stored
+nodes are half-written) and kept in the cursor as deferred: they are diffed on the first tick
+after their run ended, so a change to them made meanwhile is requested then, while changes to
+every other contract are requested at once and run beside it.
+
+The cursor remembers the refreshes it requested that have not ended, each with the change number
+its diff started from. If one of their runs fails or is canceled (a killed run is failed by run
+monitoring), the next tick diffs again from that older change number: the contracts the run did
+not reach are requested again, although the change log has nothing newer for them. Diffing against what is *stored* (not against the previous
 tick) makes the sensor self-healing: nodes a failed run left stale are requested again, and
 because a change of the store alone (a
 crash that emptied it, a restore from an old backup) also triggers a diff of the contracts it
@@ -68,7 +73,7 @@ MAX_PARTITION_REQUESTS = 25_000
 FULL_DIFF_EVERY_S = 3_600
 SWEEP_BUCKETS = 32
 # Cursors of another layout (the full-diff-only sensor had none) trigger one full diff.
-CURSOR_FORMAT = 2
+CURSOR_FORMAT = 3
 
 # The memory partitions (contract ids) among `keys` (None: all of them) that exist now.
 ExistingPartitions = Callable[[set[str] | None], set[str]]
@@ -117,16 +122,10 @@ def _digests(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def unsucceeded_request(
-    previous: dict[str, object], ended_badly: Callable[[str], bool]
-) -> dict[str, object] | None:
-    """The last requested refresh (its key and the change number its diff started from) if one
-    of its runs ended without succeeding: failed, canceled, or killed (run monitoring fails it).
-    A run still queued or running holds the refresh slot, so the caller skips anyway."""
+def _requests(previous: dict[str, object]) -> list[dict[str, object]]:
+    """The refreshes requested earlier whose runs had not all ended (key, change number)."""
     requested = previous.get("requested")
-    if not isinstance(requested, dict):
-        return None
-    return requested if ended_badly(str(requested["run_key"])) else None
+    return [r for r in requested if isinstance(r, dict)] if isinstance(requested, list) else []
 
 
 def _full_diff_reason(
@@ -154,13 +153,21 @@ def plan_refresh(
     existing_partitions: ExistingPartitions,
     ended_badly: Callable[[str], bool],
     now: float,
+    unfinished: Callable[[str], bool] = lambda _: False,
+    busy: frozenset[str] = frozenset(),
 ) -> RefreshDecision:
     """What the memory tree needs now: nothing (a cheap watermark check), or the partitions to
     bring in line and the one refresh of the contracts of the affected leaves and ancestor
-    chains."""
+    chains, leaving out the `busy` contracts (a refresh run is at them). `ended_badly` and
+    `unfinished` tell, by its key, whether a requested refresh failed or still runs."""
     previous = read_cursor(raw_cursor)
     stored = store_digests(derived_db)
-    unsucceeded = unsucceeded_request(previous, ended_badly)
+    earlier = _requests(previous)
+    failed = [r for r in earlier if ended_badly(str(r["run_key"]))]
+    running = [r for r in earlier if r not in failed and unfinished(str(r["run_key"]))]
+    listed = previous.get("deferred")
+    deferred = {str(c) for c in listed} if isinstance(listed, list) else set()
+    freed = deferred - busy  # left out while their run went on; it has ended
     notes: list[str] = []
     with connect(sources_db, read_only=True) as con:
         con.execute("BEGIN TRANSACTION")
@@ -177,17 +184,18 @@ def plan_refresh(
             and not previous.get("partitions_pending")
             and not due
             and sweep is None
-            and unsucceeded is None
+            and not failed
+            and not freed
         ):
             con.execute("COMMIT")
             return RefreshDecision(
                 None, "no source changes (nor memory store changes) since the last evaluation"
             )
         since = int(str(previous.get("change_seq", 0)))
-        if unsucceeded is not None:
-            since = min(since, int(str(unsucceeded["since"])))
+        if failed:
+            since = min(since, *(int(str(r["since"])) for r in failed))
             notes.append(
-                f"the refresh requested last did not succeed: diffing again from change {since}"
+                f"a refresh requested earlier did not succeed: diffing again from change {since}"
             )
         full_why = _full_diff_reason(previous, config.digest, mark, since)
         scope, next_sweep = None, None
@@ -195,12 +203,26 @@ def plan_refresh(
         swept = BUCKETS[start : start + SWEEP_BUCKETS] if start is not None else ()
         if full_why is None:
             buckets = moved_buckets(_digests(previous.get("stored")), stored) | set(swept)
-            scope = contracts_to_diff(con, derived_db, since, buckets)
+            scope = contracts_to_diff(con, derived_db, since, buckets) | freed
             if swept and start is not None and start + SWEEP_BUCKETS < len(BUCKETS):
                 next_sweep = start + SWEEP_BUCKETS
             if not scope and not swept and previous.get("watermark") != watermark:
                 full_why = "the sources changed outside ingest (no change log entry)"
                 scope = None
+        if scope is None and busy:  # a whole-tree diff would read their half-written nodes
+            con.execute("COMMIT")
+            why = f"a memory refresh run is in progress; the whole-tree diff ({full_why}) waits"
+            return RefreshDecision(None, why)
+        if scope is None:
+            deferred = set()  # the whole tree is diffed
+        else:
+            deferred = (deferred | scope) & busy
+            scope -= busy
+            if deferred:
+                notes.append(
+                    f"left {len(deferred)} contract(s) a refresh run is at for when it ends:"
+                    f" {', '.join(sorted(deferred)[:8])}"
+                )
         diff = diff_contracts(con, derived_db, scope, config)
         con.execute("COMMIT")
     tree, plan = diff.tree, diff.plan
@@ -225,7 +247,7 @@ def plan_refresh(
     sequence = int(str(previous.get("sequence", 0))) + 1
     run_key = plan.run_key(f"{config.digest}:{sequence}")
 
-    def cursor_with(requested: dict[str, object] | None) -> str:
+    def cursor_with(requested: list[dict[str, object]]) -> str:
         return json.dumps(
             {
                 "format": CURSOR_FORMAT,
@@ -238,22 +260,23 @@ def plan_refresh(
                 "sequence": sequence,
                 "partitions_pending": pending,
                 "requested": requested,
+                "deferred": sorted(deferred),
             },
             sort_keys=True,
         )
 
-    if pending:  # the unfinished run, if any, stays to be checked after the partitions
+    if pending:  # the failed runs, if any, stay to be checked after the partitions
         skip = (
             f"adding/deleting partitions in batches of {MAX_PARTITION_REQUESTS}; "
             "the refresh run follows once they are in place"
         )
         return RefreshDecision(
-            cursor_with(unsucceeded), skip, adds=adds, deletes=deletes, notes=notes
+            cursor_with([*running, *failed]), skip, adds=adds, deletes=deletes, notes=notes
         )
     if plan.empty:
         brought = "; partitions brought in line" if adds or deletes else ""
         skip = f"{how}: every memory node is current{brought}"
-        return RefreshDecision(cursor_with(None), skip, adds=adds, deletes=deletes, notes=notes)
+        return RefreshDecision(cursor_with(running), skip, adds=adds, deletes=deletes, notes=notes)
     contracts = contracts_of(plan, tree, diff.built)
     notes.append(
         f"requesting a refresh of {len(contracts)} contract(s): {plan.describe()}"
@@ -267,7 +290,7 @@ def plan_refresh(
         "hltm/diff": "full" if scope is None else "incremental",
     }
     return RefreshDecision(
-        cursor_with({"run_key": run_key, "since": since}),
+        cursor_with([*running, {"run_key": run_key, "since": since}]),
         plan=plan,
         contracts=contracts,
         run_key=run_key,

@@ -34,7 +34,7 @@ def test_first_diff_then_skip_then_ask_again_after_a_failed_run(memory_world: Se
     assert first.plan is not None and first.plan.projects and first.skip is None
     assert first.tags["hltm/diff"] == "full" and "no cursor" in first.notes[0]
     assert first.adds == first.contracts == world.contracts and not first.deletes
-    requested = json.loads(first.cursor or "{}")["requested"]
+    (requested,) = json.loads(first.cursor or "{}")["requested"]
     assert requested["run_key"] == first.run_key
     partitions |= set(first.adds)
 
@@ -44,7 +44,7 @@ def test_first_diff_then_skip_then_ask_again_after_a_failed_run(memory_world: Se
 
     failed = plan_refresh(first.cursor, sources, derived, config, existing, lambda _: True, 102.0)
     assert failed.plan is not None and failed.plan.projects == first.plan.projects
-    assert failed.notes[0].startswith("the refresh requested last did not succeed")
+    assert failed.notes[0].startswith("a refresh requested earlier did not succeed")
     assert failed.run_key != first.run_key  # a new sequence: the retry is a new run
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.storage.tags import RUN_KEY_TAG
+from dagster._core.storage.tags import PARTITION_NAME_TAG, RUN_KEY_TAG
 
 import hltm.memory.planner as planner
 from hltm.memory.changes import change_mark, contracts_to_diff, diff_contracts
@@ -20,6 +20,7 @@ from hltm.memory.tree import VersionConfig
 from hltm.settings import Settings
 from hltm.sources.ingest import delete_document, delete_project, ingest_directory
 from hltm.warehouse import connect
+from hltm_dagster.defs.memory.assets import REFRESH_TAG
 from hltm_devkit.scenarios import change_project, read_world
 from tests.support import memory as _shared
 from tests.support.memory import Harness, make_harness
@@ -192,3 +193,37 @@ def test_contracts_a_failed_refresh_did_not_reach_are_requested_again(
     assert isinstance(skipped, dg.SkipReason) and "every memory node is current" in (
         skipped.skip_message or ""
     )
+
+
+def test_a_change_beside_a_running_refresh_runs_at_once_and_one_to_its_contract_after_it(
+    memory_world: Settings,
+) -> None:
+    """A refresh run is at the first contract (not ended yet). A change to each contract:
+    the tick requests the other contract's refresh at once, and leaves the first one's for when
+    that run has ended, never diffing its half-written nodes."""
+    _two_small_contracts(memory_world)
+    harness = make_harness(memory_world)
+    _, runs = harness.tick_and_run()
+    assert runs and all(r.success for r in runs)
+    world = read_world(memory_world.sources_db)
+    first, other = sorted(set(world.seats.values()))[:2]
+    for pid in sorted(world.projects):
+        change_project(memory_world.sources_db, random.Random(7), project_id=pid, kind="title")
+    running = harness.instance.create_run_for_job(
+        harness.defs.resolve_job_def("refresh_memory_tree"),
+        tags={REFRESH_TAG: "refresh", PARTITION_NAME_TAG: first},
+    )
+
+    beside = harness.tick()
+    assert _requested(harness, beside)[1] == [other]
+    assert json.loads(harness.cursor or "{}")["deferred"] == [first]
+    assert harness.run(beside.run_requests[0]).success  # type: ignore[union-attr]
+    waiting = harness.tick()
+    assert isinstance(waiting, dg.SkipReason), waiting  # its run goes on: nothing to ask
+
+    harness.instance.report_run_canceled(running)  # the run at the first contract has ended
+    after = harness.tick()
+    assert _requested(harness, after)[1] == [first]
+    assert harness.run(after.run_requests[0]).success  # type: ignore[union-attr]
+    assert isinstance(harness.tick(), dg.SkipReason)
+    assert json.loads(harness.cursor or "{}")["deferred"] == []

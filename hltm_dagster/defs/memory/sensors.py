@@ -13,12 +13,18 @@ from hltm.memory.build import version_config
 from hltm.memory.planner import plan_refresh
 from hltm.warehouse import store_exists
 from hltm_dagster.defs.memory.assets import (
+    ASSET_KEYS,
     CONTRACTS,
     REFRESH_TAG,
     current_hints,
     refresh_memory_tree,
 )
-from hltm_dagster.instance import fail_dead_runs, partition_range_tags, partition_ranges
+from hltm_dagster.instance import (
+    fail_dead_runs,
+    partition_range_tags,
+    partition_ranges,
+    run_partitions,
+)
 from hltm_dagster.resources import PlatformResource
 
 # Up to this many partition keys are looked up one by one; more, and all keys are read once.
@@ -32,7 +38,6 @@ _UNFINISHED = [
     dg.DagsterRunStatus.STARTED,
 ]
 _ENDED_BADLY = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
-_REFRESH_KINDS = ["sensor", "refresh"]
 
 
 def _existing_partitions(instance: dg.DagsterInstance, keys: set[str] | None) -> set[str]:
@@ -43,6 +48,29 @@ def _existing_partitions(instance: dg.DagsterInstance, keys: set[str] | None) ->
         return {k for k in keys if instance.has_dynamic_partition(name, k)}
     existing = set(instance.get_dynamic_partitions(name))
     return existing if keys is None else existing & keys
+
+
+def _busy_contracts(instance: dg.DagsterInstance) -> frozenset[str] | None:
+    """The contracts memory refresh runs not ended yet cover: the sensor's, the CLI's, the UI's
+    Materialize of the memory assets. None when one of them covers every contract, or its
+    partitions cannot be told."""
+    order: list[str] = []
+
+    def partitions_order() -> list[str]:
+        if not order:
+            order.extend(instance.get_dynamic_partitions(str(CONTRACTS.name)))
+        return order
+
+    busy: set[str] = set()
+    for run in instance.get_runs(dg.RunsFilter(statuses=_UNFINISHED)):
+        selected = run.asset_selection or frozenset()
+        if REFRESH_TAG not in run.tags and not selected & set(ASSET_KEYS.values()):
+            continue
+        covered = run_partitions(run, partitions_order)
+        if covered is None:
+            return None
+        busy |= covered
+    return frozenset(busy)
 
 
 def refresh_requests(
@@ -82,12 +110,11 @@ def source_changes(
         return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
     instance = context.instance
     fail_dead_runs(instance, REFRESH_TAG)
-    if instance.get_runs(
-        dg.RunsFilter(statuses=_UNFINISHED, tags={REFRESH_TAG: _REFRESH_KINDS}), limit=1
-    ):
+    busy = _busy_contracts(instance)
+    if busy is None:
         # Its writes move the store watermark; diff once it has ended, not against a half-built
-        # tree (and a change made meanwhile would wait for the one refresh slot anyway).
-        return dg.SkipReason("a memory refresh run is queued or in progress")
+        # tree (and a change made meanwhile would wait for it anyway).
+        return dg.SkipReason("a memory refresh run of every contract is queued or in progress")
     hints = current_hints(derived_db, read_only=True)
     config = version_config(platform.llm.get().model, hints, platform.memory_tree.config())
 
@@ -97,11 +124,23 @@ def source_changes(
         )
         return bool(runs)
 
+    def unfinished(key: str) -> bool:
+        runs = instance.get_runs(dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=_UNFINISHED))
+        return bool(runs)
+
     def existing(keys: set[str] | None) -> set[str]:
         return _existing_partitions(instance, keys)
 
     decision = plan_refresh(
-        context.cursor, sources_db.path, derived_db.path, config, existing, ended_badly, time.time()
+        context.cursor,
+        sources_db.path,
+        derived_db.path,
+        config,
+        existing,
+        ended_badly,
+        time.time(),
+        unfinished,
+        busy,
     )
     for note in decision.notes:
         context.log.info(note)
