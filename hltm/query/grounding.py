@@ -7,7 +7,9 @@ it cites (facets, prepared answers, summaries, passages and the nodes' labels):
 
 * **numbers** of three or more digits and amounts (`85,000`, `4250`), compared without their
   separators; a four-digit year also counts when the cited items name a year one away from it
-  (a "last year" said in a session of 2023 is 2022);
+  (a "last year" said in a session of 2023 is 2022), and a count when the cited facets count
+  that many projects for one value of a field together (`value_counts`: a listing's
+  "Berlin (152 projects)" over seats of 80 and 72);
 * **places** the shared gazetteer knows, by their canonical name;
 * **names**: capitalised words that are neither stop words nor month or day names, and that the
   question itself does not contain (an answer may repeat the asker's words);
@@ -23,6 +25,7 @@ from __future__ import annotations
 import calendar
 import functools
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +36,28 @@ from hltm.query.parse import CUES
 _NUMBER = re.compile(r"\d{1,3}(?:[,. ]\d{3})+(?!\d)|\d+(?:[.,]\d+)?")  # 85,000 · 85 000 · 4250
 _NAME = re.compile(r"\b[A-ZА-ЯЁ][\w'’-]+")
 _CALENDAR = {n.casefold() for n in (*calendar.month_name, *calendar.day_name) if n}
+
+
+def value_counts(facets: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Normalised value → the projects these facets (of one field) count for it: each node once
+    per value, a seat's or contract's value by the projects that support it."""
+    counts: dict[str, int] = defaultdict(int)
+    seen: set[tuple[str, str]] = set()
+    for facet in facets:
+        key = lx.normalise_value(str(facet.get("value", "")))
+        if (key, facet["node_id"]) not in seen:
+            seen.add((key, facet["node_id"]))
+            counts[key] += facet.get("support") or 1
+    return counts
+
+
+def _counted(items: Iterable[dict[str, Any]]) -> set[str]:
+    """The project counts the cited facets add up to, per field and value."""
+    by_field: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for item in items:
+        if "field" in item:
+            by_field[item["field"]].append(item)
+    return {str(n) for facets in by_field.values() for n in value_counts(facets).values()}
 
 
 def _numbers(text: str) -> set[str]:
@@ -124,7 +149,7 @@ def ungrounded(
     # The cited text is long and the answer short: it is searched only for what the answer states.
     stated = _numbers(answer)
     if stated:
-        held = _numbers(cited)
+        held = _numbers(cited) | _counted(cited_items)
         years = {int(n) for n in held if len(n) == 4}
         for number in sorted(stated - held):
             year = int(number) if len(number) == 4 else None

@@ -57,6 +57,20 @@ def test_values_an_answer_states_must_be_in_what_it_cites() -> None:
     assert ungrounded("2019", "When did they go?", dated) == ["2019"]
 
 
+def test_a_count_the_cited_facets_add_up_to_is_grounded() -> None:
+    """A contract's listing counts each value's projects over the seats it cites: the total is
+    stated by no single item, but by the citations together; any other count is not."""
+    seat = {"level": "seat", "field": "location"}
+    cited = [
+        {**seat, "node_id": "seat:s1", "label": "North", "value": "Berlin", "support": 80},
+        {**seat, "node_id": "seat:s2", "label": "South", "value": "berlin", "support": 72},
+        {**seat, "node_id": "seat:s2", "label": "South", "value": "Berlin", "support": 72},
+    ]
+    question = "Where do we usually hire?"
+    assert ungrounded("location: Berlin (152 projects)", question, cited, ["location"]) == []
+    assert ungrounded("location: Berlin (224 projects)", question, cited, ["location"]) == ["224"]
+
+
 def test_a_long_cited_text_is_scanned_once_for_all_the_names_an_answer_states(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

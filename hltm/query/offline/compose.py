@@ -41,6 +41,7 @@ from typing import Any
 from hltm.embeddings import similarities
 from hltm.memory import lexicon as lx
 from hltm.memory.salience import terms
+from hltm.query.grounding import value_counts
 from hltm.query.offline.subject import Span, Subject, about, named, node_texts, speakers
 from hltm.query.offline.subject import spans as context_spans
 from hltm.query.parse import CUES
@@ -206,17 +207,11 @@ def _branch_values(payload: Payload, field: str) -> tuple[list[str], list[str]]:
         for f in payload.get("facets", [])
         if f.get("field") == field and f.get("node_id") != scope.get("node_id")
     ]
-    counts: dict[str, int] = defaultdict(int)
+    counts = value_counts(facets)  # what the grounding check holds the counts to
     spelling: dict[str, str] = {}
-    seen: set[tuple[str, str]] = set()
     nodes: list[str] = []
     for facet in facets:
-        key = _norm(facet["value"])
-        if (key, facet["node_id"]) in seen:
-            continue
-        seen.add((key, facet["node_id"]))
-        spelling.setdefault(key, facet["value"])
-        counts[key] += facet.get("support") or 1
+        spelling.setdefault(_norm(facet["value"]), facet["value"])
         if facet["node_id"] not in nodes:
             nodes.append(facet["node_id"])
     ranked = sorted(counts, key=lambda k: (-counts[k], k))
