@@ -15,12 +15,12 @@ process is gone as failed, freeing the slot. `fail_dead_runs` is the same check 
 starts runs without the daemon (the CLI calls it before it executes a job).
 
 The check is local: a process id means something on its own host only. Every run's worker tags
-the run with its host as its resources start (`hltm_dagster.worker_host`), and a run tagged with another
-host is never judged here, so a command or a sensor on one build host cannot fail a run alive on
-another one sharing the instance. Run workers on other machines need a launcher that can see them
-(Docker, Kubernetes, ECS launchers all implement the health check), together with Postgres for the
-instance; a run not tagged yet is judged here only under a launcher that starts its workers on
-this host (Dagster's default one and `LocalRunLauncher`).
+the run with its host as its resources start (`hltm_dagster.worker_host`), and a run tagged with
+another host is never judged here, so a command or a sensor on one build host cannot fail a run
+alive on another one sharing the instance. Run workers on other machines need a launcher that
+can see them (Docker, Kubernetes, ECS launchers all implement the health check), together with
+Postgres for the instance; a run not tagged yet is judged here only under a launcher that starts
+its workers on this host (Dagster's default one and `LocalRunLauncher`).
 """
 
 from __future__ import annotations
