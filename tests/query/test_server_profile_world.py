@@ -128,6 +128,9 @@ def test_two_serve_processes_answer_every_client_through_a_real_refresh(
     edited = next(
         p for p in built_world.projects() if built_world.project(p)["seat_id"] == seats[0]
     )
+    foreign = next(
+        p for p in built_world.projects() if built_world.project(p)["seat_id"] != seats[0]
+    )
     old = _stored_summary(on_server, f"project:{edited}")
     answers: list[Answer] = []
     warm, enough, stop = threading.Event(), threading.Event(), threading.Event()
@@ -175,7 +178,7 @@ def test_two_serve_processes_answer_every_client_through_a_real_refresh(
         seen = {base: _summary_served(base, tokens[seats[0]], edited) for base in bases}
         widened = httpx.post(
             f"{bases[0]}/v1/ask",
-            json={**ASK, "project": next(p for p in built_world.projects() if seats[0] not in p)},
+            json={**ASK, "project": foreign},
             headers={"Authorization": f"Bearer {tokens[seats[0]]}"},
             timeout=30,
         )
