@@ -39,7 +39,6 @@ import math
 import multiprocessing
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -58,6 +57,7 @@ from hltm.query.scope import Identity
 from hltm.serving.http import default_workers
 from hltm.settings import DATABASE_URL_ENV, E5_ONNX_BACKEND, Settings, chroma_host
 from hltm.warehouse import connect
+from hltm_devkit.postgres import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,12 +68,6 @@ QUESTIONS = (
     "Which projects are remote roles?",
     "Which skills do my projects require?",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tokens(data: Path, seats: int) -> dict[str, str]:
@@ -286,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
         _during_refresh(data, args)
         return
     tokens = list(_tokens(data, args.seats).values())
-    port = _free_port()
+    port = free_port()
     server = _start_server(
         data, port, args.workers, args.concurrency, args.queue, args.start_timeout
     )
@@ -371,7 +365,7 @@ def _during_refresh(data: Path, args: argparse.Namespace) -> None:
     servers: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for _ in range(2):
-            port = _free_port()
+            port = free_port()
             servers[f"http://127.0.0.1:{port}"] = _start_server(
                 data, port, 1, args.concurrency, args.queue, args.start_timeout
             )
