@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -43,6 +42,7 @@ from hltm.vectors import VectorIndexUnavailable
 from hltm.warehouse import connect
 from hltm_devkit.openai_server import LocalOpenAIServer
 from tests.support.query import BuiltWorld, built_world, private_copy  # noqa: F401
+from tests.support.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_S = 1.5
@@ -147,12 +147,6 @@ def test_a_slow_llm_query_holds_no_db_lock_and_tenants_overlap(
     assert {results[s].query_id for s in (seat_a, seat_b)} <= logged
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served(built_world: BuiltWorld, tmp_path: Path) -> Iterator[tuple[str, Settings]]:  # noqa: F811
     import uvicorn
@@ -160,7 +154,7 @@ def served(built_world: BuiltWorld, tmp_path: Path) -> Iterator[tuple[str, Setti
     settings = private_copy(built_world, tmp_path)
     engine = QueryEngine(settings)
     limits = ServeLimits(concurrency=4, queue=8, db_wait_s=DB_WAIT_S)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(engine, limits=limits), port=port, log_level="warning")
     )
@@ -349,7 +343,7 @@ def test_a_chroma_server_that_is_down_is_named(
 
     from hltm_cli import main
 
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     down = replace(built_world.settings, chroma_host="127.0.0.1", chroma_port=port)
     with pytest.raises(VectorIndexUnavailable, match=f"Chroma server at 127.0.0.1:{port}"):
         QueryEngine(down)

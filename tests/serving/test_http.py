@@ -19,6 +19,7 @@ from hltm.query.engine import QueryEngine
 from hltm.query.scope import Identity
 from hltm.serving.http import create_app, default_concurrency
 from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
+from tests.support.serving import free_port, wait_until_healthy
 
 
 @pytest.fixture(scope="module")
@@ -115,19 +116,13 @@ def test_a_token_answers_inside_its_scope_and_never_widens(
         assert client.post("/v1/ask", json=bad, headers=_auth(token)).status_code == 400
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_real_uvicorn_on_loopback_refuses_unknown_tokens(
     engine: QueryEngine,  # noqa: F811
     built_world: BuiltWorld,  # noqa: F811
 ) -> None:
     import uvicorn
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
     )
@@ -156,7 +151,6 @@ def test_real_uvicorn_on_loopback_refuses_unknown_tokens(
 def test_the_workers_port_is_refused_when_another_program_holds_it() -> None:
     """Each worker listens on its own SO_REUSEPORT socket; a port held by a program that did not
     ask to share it is still refused, before any worker starts."""
-    import socket
 
     from hltm.serving.http import _port_socket
 
@@ -170,16 +164,6 @@ def test_the_workers_port_is_refused_when_another_program_holds_it() -> None:
         assert second.getsockname() == first.getsockname()  # the workers share the port
 
 
-def _wait_until_healthy(base: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-
-
 def test_serve_runs_one_engine_per_worker_process_on_one_port(
     built_world: BuiltWorld,  # noqa: F811
 ) -> None:
@@ -191,13 +175,13 @@ def test_serve_runs_one_engine_per_worker_process_on_one_port(
 
     from hltm.serving.http import ServeLimits, serve
 
-    port = _free_port()
+    port = free_port()
     args = (built_world.settings, "127.0.0.1", port, ServeLimits(), 2)
     server = multiprocessing.get_context("spawn").Process(target=serve, args=args)
     server.start()
     try:
         base = f"http://127.0.0.1:{port}"
-        _wait_until_healthy(base)
+        wait_until_healthy(base)
         _, token = create_token(
             built_world.settings.derived_db, Identity("seat", built_world.seats()[0])
         )
@@ -299,13 +283,13 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_0(
     import subprocess
     import sys
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HLTM_DATA_DIR": str(built_world.settings.data_dir)}
     hltm = Path(sys.executable).parent / "hltm"
     command = [str(hltm), "serve", "--workers", "2", "--port", str(port)]
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
-        _wait_until_healthy(f"http://127.0.0.1:{port}")
+        wait_until_healthy(f"http://127.0.0.1:{port}")
         os.killpg(server.pid, signal.SIGINT)  # what Ctrl-C does
         out, err = server.communicate(timeout=60)
     finally:

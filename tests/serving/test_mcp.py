@@ -9,7 +9,6 @@ revoked token stops working at once.
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from hltm.serving.mcp_server import create_server, http_app
 from hltm.settings import E5_ONNX_BACKEND
 from tests.support.api import RankedVacancies, publish_two_rankings
 from tests.support.query import BuiltWorld, built_world, engine  # noqa: F401
+from tests.support.serving import free_port
 
 TOOLS = {"ask", "ranking", "whoami"}
 QUESTION = "Where do I usually hire?"
@@ -47,17 +47,11 @@ def _projects_of(world: BuiltWorld, seat: str) -> list[str]:
     return [p for p in world.projects() if world.project(p)["seat_id"] == seat]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def mcp_url(engine: QueryEngine) -> Iterator[str]:  # noqa: F811
     import uvicorn
 
-    port = _free_port()
+    port = free_port()
     app = http_app(create_server(engine, "http", base_url=f"http://127.0.0.1:{port}"))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
