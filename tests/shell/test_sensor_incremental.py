@@ -9,6 +9,7 @@ import json
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -45,6 +46,19 @@ def _two_small_contracts(settings: Settings) -> None:
         keep |= set(sorted(p for p, s in world.projects.items() if s == seat)[:1])
     for project in sorted(set(world.projects) - keep):
         delete_project(settings.sources_db, project)
+
+
+def _built_then_every_project_changed(settings: Settings) -> tuple[Harness, Any, list[str]]:
+    """Two small contracts built by the sensor's run, then every project's title edited: the
+    harness, the world and the two contracts."""
+    _two_small_contracts(settings)
+    harness = make_harness(settings)
+    _, runs = harness.tick_and_run()
+    assert runs and all(r.success for r in runs)
+    world = read_world(settings.sources_db)
+    for pid in sorted(world.projects):
+        change_project(settings.sources_db, random.Random(5), project_id=pid, kind="title")
+    return harness, world, sorted(set(world.seats.values()))[:2]
 
 
 def test_sensor_reads_only_the_changed_contract(
@@ -157,14 +171,7 @@ def test_contracts_a_failed_refresh_did_not_reach_are_requested_again(
     """Every project changes; the refresh run stores the first contract and dies (the run ends
     FAILURE, as run monitoring marks a killed one). With no further change, the next tick
     requests the other contract, and after its run the whole tree is current."""
-    _two_small_contracts(memory_world)
-    harness = make_harness(memory_world)
-    _, runs = harness.tick_and_run()
-    assert runs and all(r.success for r in runs)
-    world = read_world(memory_world.sources_db)
-    first, other = sorted(set(world.seats.values()))[:2]
-    for pid in sorted(world.projects):
-        change_project(memory_world.sources_db, random.Random(5), project_id=pid, kind="title")
+    harness, world, (first, other) = _built_then_every_project_changed(memory_world)
     result = harness.tick()
     _, contracts = _requested(harness, result)
     assert sorted(contracts) == sorted([first, other])
@@ -201,14 +208,7 @@ def test_a_change_beside_a_running_refresh_runs_at_once_and_one_to_its_contract_
     """A refresh run is at the first contract (not ended yet). A change to each contract:
     the tick requests the other contract's refresh at once, and leaves the first one's for when
     that run has ended, never diffing its half-written nodes."""
-    _two_small_contracts(memory_world)
-    harness = make_harness(memory_world)
-    _, runs = harness.tick_and_run()
-    assert runs and all(r.success for r in runs)
-    world = read_world(memory_world.sources_db)
-    first, other = sorted(set(world.seats.values()))[:2]
-    for pid in sorted(world.projects):
-        change_project(memory_world.sources_db, random.Random(7), project_id=pid, kind="title")
+    harness, _, (first, other) = _built_then_every_project_changed(memory_world)
     running = harness.instance.create_run_for_job(
         harness.defs.resolve_job_def("refresh_memory_tree"),
         tags={REFRESH_TAG: "refresh", PARTITION_NAME_TAG: first},
