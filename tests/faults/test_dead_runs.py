@@ -65,20 +65,22 @@ def _start_and_kill(
     """Start `job` on one `partition` (of the dynamic partitions `partitions`) in its own
     process and SIGKILL it once it is executing."""
     command = [sys.executable, "-c", RUN_JOB, job, partitions, partition]
-    worker = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))
+    # A session of its own: the kill reaches the `tail -F` Dagster's compute log manager starts.
+    worker = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ), start_new_session=True)
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
             started = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
             if started and run_worker_pid(instance, started[0].run_id):
-                os.kill(worker.pid, signal.SIGKILL)
+                os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
                 return started[0]
             assert worker.poll() is None, f"{job} ended before it could be killed"
             time.sleep(0.2)
     finally:
         if worker.poll() is None:
-            worker.kill()
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
     raise AssertionError(f"{job} never started")
 
 
