@@ -5,6 +5,7 @@ job `refresh_memory_tree` over the affected contracts — one per contiguous ran
 partitions' order (the assets' backfill policy is a single run) — each tagged with the
 refresh's deterministic key (sha1 of the change set and the cursor's sequence number)."""
 
+import functools
 import time
 
 import dagster as dg
@@ -54,17 +55,15 @@ def _busy_contracts(instance: dg.DagsterInstance) -> frozenset[str] | None:
     """The contracts memory refresh runs not ended yet cover: the sensor's, the CLI's, the UI's
     Materialize of the memory assets. None when one of them covers every contract, or its
     partitions cannot be told."""
-    order: list[str] = []
-
-    def partitions_order() -> list[str]:
-        if not order:
-            order.extend(instance.get_dynamic_partitions(str(CONTRACTS.name)))
-        return order
-
+    # Read once, and only for a run of a range.
+    partitions_order = functools.cache(
+        lambda: list(instance.get_dynamic_partitions(str(CONTRACTS.name)))
+    )
+    memory_keys = set(ASSET_KEYS.values())
     busy: set[str] = set()
     for run in instance.get_runs(dg.RunsFilter(statuses=_UNFINISHED)):
         selected = run.asset_selection or frozenset()
-        if REFRESH_TAG not in run.tags and not selected & set(ASSET_KEYS.values()):
+        if REFRESH_TAG not in run.tags and not selected & memory_keys:
             continue
         covered = run_partitions(run, partitions_order)
         if covered is None:
