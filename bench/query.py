@@ -296,10 +296,15 @@ class CpuTimedBackend(DeterministicBackend):
 
 def floor_ms(engine: QueryEngine, identity: Identity, question: str) -> float:
     """One new question's embedding and one subtree-filtered search of its scope (the pool
-    the retrievers read), in ms: the least any question costs."""
+    the retrievers read), in ms: the least any question costs. The scope's vectors are read
+    beside the embedding, as a question reads them (`ScopedMemory.read_ahead`)."""
     started = time.perf_counter()
+    memory = engine._memory(engine.scope_for(identity))
+    ahead = memory.read_ahead(engine.embed.dim)
     vector = engine.embed([question])
-    engine._memory(engine.scope_for(identity)).search(None, vector, engine.config.pool)
+    if ahead is not None:
+        ahead.result()
+    memory.search(None, vector, engine.config.pool)
     return (time.perf_counter() - started) * 1000
 
 

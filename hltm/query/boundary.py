@@ -23,7 +23,9 @@ There is no unfiltered method, and an empty scope reads nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +59,13 @@ from hltm.vectors import VectorStore
 from hltm.warehouse import table_exists
 
 _READ_BY_IDS = 64  # item vectors read by id up to this many; more by the subtree's id clause
+
+
+@functools.cache
+def _reader() -> ThreadPoolExecutor:
+    """The process's readers ahead (`ScopedMemory.read_ahead`): a Chroma read beside the
+    question's embedding, one per query in flight at most."""
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="read-ahead")
 
 
 class IsolationError(RuntimeError):
@@ -225,18 +234,51 @@ class ScopedMemory:
             return None
         stacked = exact.stacked(snapshot, rows, part)
         if stacked is None:
-            found = exact.cached(snapshot, rows, part)
-            missing = [r for r in rows if r.node_id not in found]
-            if missing:
-                read = self._read_vectors(missing, queries.shape[1], total, part)
-                if read is None:
-                    return None
-                exact.add(snapshot, read)
-                found |= {node_id: entry for (node_id, _v, _p), entry in read.items()}
+            found = self._cached_vectors(exact, snapshot, rows, part, queries.shape[1], total)
+            if found is None:
+                return None
             stacked = stack([found[r.node_id].only(part) for r in rows])
             exact.keep_stack(snapshot, rows, part, stacked)
         self.stats.exact_searches += 1
         return stacked.nearest(queries, n, kind)
+
+    def _cached_vectors(
+        self,
+        exact: SubtreeVectors,
+        snapshot: TreeSnapshot,
+        rows: list[NodeRow],
+        part: str | None,
+        dim: int,
+        total: int,
+    ) -> dict[str, ItemVectors] | None:
+        """Each row's entry covering `part`, the missing ones read from Chroma into the cache;
+        None if Chroma lacks one of them."""
+        found = exact.cached(snapshot, rows, part)
+        missing = [r for r in rows if r.node_id not in found]
+        if missing:
+            read = self._read_vectors(missing, dim, total, part)
+            if read is None:
+                return None
+            exact.add(snapshot, read)
+            found |= {node_id: entry for (node_id, _v, _p), entry in read.items()}
+        return found
+
+    def read_ahead(self, dim: int) -> Future[Any] | None:
+        """Start reading, on a thread of its own, what a first search of every kind will read
+        from Chroma (a scope searched exactly whose nodes are not all cached), so that the read
+        overlaps the embedding of the question: the scope, not the question, decides what is
+        read. None when there is nothing to read; the search waits for the future."""
+        exact, tree, rows = self._exact, self.permitted.snapshot, self.permitted.rows
+        if exact is None or tree is None or self.collection is None:
+            return None
+        total = sum(r.items for r in rows)
+        if not total or exact_part(rows, total, None, exact.max_scope_items) is not None:
+            return None
+        if exact.stacked(tree, rows, None) is not None:
+            return None
+        if len(exact.cached(tree, rows, None)) == len(rows):
+            return None
+        return _reader().submit(self._cached_vectors, exact, tree, rows, None, dim, total)
 
     def prefetch_vectors(self, dim: int) -> int:
         """Read every permitted node's vectors into the exact-search cache now, in one read, if

@@ -134,6 +134,10 @@ class QueryEmbeddings:
         self._memo_size = memo_size
         self._lock = threading.Lock()
 
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
     def clear(self) -> None:
         with self._lock:
             self._memo.clear()
@@ -143,7 +147,7 @@ class QueryEmbeddings:
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         if not texts:
-            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for text in dict.fromkeys(texts):
@@ -515,10 +519,13 @@ def retrieve(
     # nodes by their generic fields, and would crowd the fused ranking).
     facet_on_question = not pair_queries and not unvalued and not use & {"qa", "summary"}
     need_question = bool(use & {"qa", "summary"}) or facet_on_question
+    ahead = memory.read_ahead(embed.dim)
     vectors = embed(([question] if need_question else []) + pair_queries)
     out.embed_s = time.perf_counter() - started
 
     started = time.perf_counter()
+    if ahead is not None:
+        ahead.result()
     k = {"facet": config.k_facet, "qa": config.k_qa, "summary": config.k_summary}
     wants: list[dict[str, int]] = []
     if need_question:

@@ -312,6 +312,42 @@ def test_exact_search_holds_only_the_scope_and_matches_chroma(
     )
 
 
+def test_a_scope_read_ahead_holds_its_own_nodes_and_the_search_reads_nothing_more(
+    built_world: BuiltWorld,  # noqa: F811
+    engine: QueryEngine,  # noqa: F811
+    corpus: RawCorpus,
+) -> None:
+    """What a question reads beside its embedding is its own scope's vectors, all of them, and
+    its search then reads nothing from Chroma; a scope too large for the exact search, or one
+    already cached, reads nothing ahead."""
+    exact = SubtreeVectors()
+    identity = Identity("seat", built_world.seats()[0])
+    scope = engine.scope_for(identity)
+    memory = ScopedMemory(scope, engine.tree, engine.vectors, exact=exact)
+    ahead = memory.read_ahead(engine.embed.dim)
+    assert ahead is not None
+    ahead.result()
+    cached = {node for node, _ in exact.node_versions()}
+    assert cached == set(memory.node_ids())
+    assert all(corpus.node_in_scope(identity, n) for n in cached)
+
+    again = ScopedMemory(scope, engine.tree, engine.vectors, exact=exact)
+    assert again.read_ahead(engine.embed.dim) is None
+    assert again.collection is not None
+
+    def no_read(*_args: object) -> None:
+        raise AssertionError("the search read from Chroma after the read ahead")
+
+    again.collection.embeddings = no_read  # type: ignore[method-assign]
+    (hits,) = again.search(None, engine.embed(["Where do I usually hire?"]), 50)
+    assert hits and again.stats.exact_searches == 1 and again.stats.chroma_queries == 0
+
+    contract = engine.scope_for(Identity("contract", built_world.contracts()[0]))
+    small = SubtreeVectors(max_scope_items=1)
+    large = ScopedMemory(contract, engine.tree, engine.vectors, exact=small)
+    assert large.read_ahead(engine.embed.dim) is None and len(small) == 0
+
+
 def test_a_large_contract_searches_its_summaries_exactly(
     built_world: BuiltWorld,  # noqa: F811
     engine: QueryEngine,  # noqa: F811
