@@ -335,7 +335,10 @@ class QueryLogWriter:
                     target=self._run, name="query-log-flush", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify_all()
+            # The thread waits for a first row, then for its interval: waking it for every
+            # other row only made it take the GIL from the request threads to sleep again.
+            if len(self._pending) == 1 or not self.interval_s:
+                self._cond.notify_all()
 
     def start_flushing(self, interval_s: float = 1.0) -> None:
         """Insert the queue every `interval_s` from now on (one insert per interval, not one
