@@ -23,7 +23,7 @@ import pytest
 from hltm.deletion import delete_everywhere
 from hltm.errors import disk_full
 from hltm.query import log as query_log
-from hltm.query.engine import QueryEngine
+from hltm.query.engine import QueryEngine, QueryResult
 from hltm.query.log import log_path, read_query_log
 from hltm.query.scope import Identity
 from tests.support.query import BuiltWorld, built_world, private_copy  # noqa: F401
@@ -172,3 +172,37 @@ def test_a_short_lived_process_logs_its_question_at_exit(
     assert done.returncode == 0, done.stderr[-2000:]
     logged = {r["query_id"] for r in read_query_log(settings.derived_db)}
     assert result.query_id in logged
+
+
+def test_a_server_writer_wakes_its_thread_for_a_first_row_not_for_every_row(
+    tmp_path: Path,
+) -> None:
+    """Under a flush interval the thread sleeps until its interval ends: a row queued meanwhile
+    does not wake it (each wake took the GIL from the request threads for nothing), and every
+    row is still inserted."""
+    from datetime import datetime
+
+    writer = query_log.QueryLogWriter(tmp_path / "derived.duckdb")
+    writer.start_flushing(3600)
+    wakes = 0
+    notify_all = writer._cond.notify_all
+
+    def counted() -> None:
+        nonlocal wakes
+        wakes += 1
+        notify_all()
+
+    writer._cond.notify_all = counted  # type: ignore[method-assign]
+    for i in range(50):
+        seat = "seat:c01-s01"
+        result = QueryResult(
+            query_id=f"q{i:02d}", asked_at=datetime.now(), channel="http", identity=seat,
+            scope_root=seat, question="?", intent="", pairs=[], retrieved={}, context_ids=[],
+            answer="", rationale="", citations=[], dropped_citations=[], sources=[],
+            no_memory=False,
+        )  # fmt: skip
+        writer.write_row(query_log.query_log_row(result, "offline", "offline", {}))
+    assert wakes == 1 and writer.pending == 50
+    writer.stop_flushing()
+    logged = sorted(r["query_id"] for r in read_query_log(tmp_path / "derived.duckdb"))
+    assert logged == [f"q{i:02d}" for i in range(50)]
