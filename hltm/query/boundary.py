@@ -63,8 +63,9 @@ _READ_BY_IDS = 64  # item vectors read by id up to this many; more by the subtre
 
 @functools.cache
 def _reader() -> ThreadPoolExecutor:
-    """The process's readers ahead (`ScopedMemory.read_ahead`): a Chroma read beside the
-    question's embedding, one per query in flight at most."""
+    """The process's readers ahead (`ScopedMemory.read_ahead`): a scope's Chroma read beside
+    its question's embedding, up to four at once (a worker runs one query at a time by default;
+    more queue here)."""
     return ThreadPoolExecutor(max_workers=4, thread_name_prefix="read-ahead")
 
 
