@@ -51,17 +51,19 @@ def _existing_partitions(instance: dg.DagsterInstance, keys: set[str] | None) ->
     return existing if keys is None else existing & keys
 
 
-def _busy_contracts(instance: dg.DagsterInstance) -> frozenset[str] | None:
-    """The contracts memory refresh runs not ended yet cover: the sensor's, the CLI's, the UI's
-    Materialize of the memory assets. None when one of them covers every contract, or its
-    partitions cannot be told."""
+def _busy_contracts(
+    instance: dg.DagsterInstance, unfinished: list[dg.DagsterRun]
+) -> frozenset[str] | None:
+    """The contracts the memory refresh runs among `unfinished` cover: the sensor's, the CLI's,
+    the UI's Materialize of the memory assets. None when one of them covers every contract, or
+    its partitions cannot be told."""
     # Read once, and only for a run of a range.
     partitions_order = functools.cache(
         lambda: list(instance.get_dynamic_partitions(str(CONTRACTS.name)))
     )
     memory_keys = set(ASSET_KEYS.values())
     busy: set[str] = set()
-    for run in instance.get_runs(dg.RunsFilter(statuses=_UNFINISHED)):
+    for run in unfinished:
         selected = run.asset_selection or frozenset()
         if REFRESH_TAG not in run.tags and not selected & memory_keys:
             continue
@@ -109,7 +111,10 @@ def source_changes(
         return dg.SkipReason(f"no sources yet ({sources_db.path} does not exist)")
     instance = context.instance
     fail_dead_runs(instance, REFRESH_TAG)
-    busy = _busy_contracts(instance)
+    # Read once a tick: which contracts are busy, and which requested refreshes still run.
+    unfinished_runs = instance.get_runs(dg.RunsFilter(statuses=_UNFINISHED))
+    running_requests = {run.tags.get(REQUEST_TAG) for run in unfinished_runs}
+    busy = _busy_contracts(instance, unfinished_runs)
     if busy is None:
         # Its writes move the store watermark; diff once it has ended, not against a half-built
         # tree (and a change made meanwhile would wait for it anyway).
@@ -123,10 +128,6 @@ def source_changes(
         )
         return bool(runs)
 
-    def unfinished(key: str) -> bool:
-        runs = instance.get_runs(dg.RunsFilter(tags={REQUEST_TAG: key}, statuses=_UNFINISHED))
-        return bool(runs)
-
     def existing(keys: set[str] | None) -> set[str]:
         return _existing_partitions(instance, keys)
 
@@ -138,7 +139,7 @@ def source_changes(
         existing,
         ended_badly,
         time.time(),
-        unfinished,
+        running_requests.__contains__,
         busy,
     )
     for note in decision.notes:
